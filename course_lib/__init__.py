@@ -1,0 +1,12 @@
+"""course_lib: the small library behind "From RNNs to Transformers".
+
+One module per topic; each chapter of the book studies one of them.
+
+    attention   score functions, masked softmax, scaled dot-product attention, masks
+    widgets     the explorers (anywidget) that also work on the static site
+    viz         attention heatmaps and other figures
+    exercises   auto-checks for the exercises
+    release     writes the student edition (python -m course_lib.release student OUTDIR)
+"""
+
+__version__ = "0.1.0"
