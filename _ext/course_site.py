@@ -1,0 +1,94 @@
+"""Local Sphinx extension: make the built site work with the network off.
+
+1. Copies the JavaScript the widgets need from node_modules (installed from
+   package.json / package-lock.json by `make`) into `_build/html/_static/vendor/`:
+   require.js, the Jupyter widget manager (html-manager) with its fonts, and
+   anywidget's front end. `_config.yml` points myst-nb's `nb_ipywidgets_js` at
+   these copies. They are copied at build-finished, not put on
+   html_static_path, because Jupyter Book injects every .js/.css found there
+   into every page.
+2. Writes `vendor/course-widgets-loader.js`, which tells require.js where
+   anywidget's front end lives on this site (and points the widget manager's
+   CDN fallback at this site too, so a missing module is a local 404, never a
+   request to the internet).
+3. Removes the second `const THEBE_JS_URL` declaration that Jupyter Book 1
+   emits in every page (a console SyntaxError: redeclaration of a const).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from sphinx.errors import ExtensionError
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_MODULES = ROOT / "node_modules"
+
+# (source under node_modules, destination under _static/vendor)
+VENDORED = [
+    ("requirejs/require.js", "require.js"),
+    ("@jupyter-widgets/html-manager/dist/embed-amd.js", "html-manager/embed-amd.js"),
+    ("anywidget/dist/index.js", "anywidget/index.js"),
+]
+FONT_SUFFIXES = {".woff", ".woff2", ".ttf", ".eot", ".svg"}
+
+LOADER_JS = """\
+// Written by _ext/course_site.py. Points require.js at the widget front ends
+// served by this site, so viewing a page fetches nothing from the internet.
+(function () {
+  var me = document.currentScript;
+  var vendor = me.src.slice(0, me.src.lastIndexOf("/") + 1);
+  require.config({ paths: {
+    anywidget: vendor + "anywidget/index",
+    // The widget manager finds its fonts next to its module's URL.
+    "@jupyter-widgets/html-manager/dist": vendor + "html-manager",
+  } });
+  me.setAttribute("data-jupyter-widgets-cdn", vendor + "cdn/");
+})();
+"""
+
+
+def check_node_modules(app):
+    missing = [src for src, _ in VENDORED if not (NODE_MODULES / src).exists()]
+    if missing:
+        raise ExtensionError(
+            f"JavaScript assets missing from {NODE_MODULES}: {missing}. "
+            "Run `make book` (it runs `npm ci`) or `npm ci` in the repository root.")
+
+
+def copy_vendor(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    vendor = Path(app.outdir) / "_static" / "vendor"
+    for src, dest in VENDORED:
+        (vendor / dest).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(NODE_MODULES / src, vendor / dest)
+    fonts = NODE_MODULES / "@jupyter-widgets/html-manager/dist"
+    for font in fonts.iterdir():
+        if font.suffix in FONT_SUFFIXES:
+            shutil.copyfile(font, vendor / "html-manager" / font.name)
+    (vendor / "course-widgets-loader.js").write_text(LOADER_JS)
+
+
+def drop_duplicate_inline_scripts(app, pagename, templatename, context, doctree):
+    """Keep one copy of each inline script: Jupyter Book 1 emits the
+    `const THEBE_JS_URL = ...` script twice, and the second is a SyntaxError."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen = set()
+    for script in list(scripts):
+        body = getattr(script, "attributes", {}).get("body")
+        if body and body in seen:
+            scripts.remove(script)
+        elif body:
+            seen.add(body)
+
+
+def setup(app):
+    app.connect("builder-inited", check_node_modules)
+    app.connect("html-page-context", drop_duplicate_inline_scripts, priority=100)
+    app.connect("build-finished", copy_vendor)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,115 @@
+"""Figures for the book: attention heatmaps, explorer fallbacks, source listings.
+
+Colours are colour-blind safe: the Okabe–Ito palette for lines and bars,
+viridis for heatmaps (the same choices as the explorers' JavaScript).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+BLUE, ORANGE, GREEN, PINK = "#0072B2", "#E69F00", "#009E73", "#CC79A7"
+SERIES = [BLUE, ORANGE, GREEN, PINK, "#56B4E9", "#D55E00"]
+HEATMAP_CMAP = "viridis"
+
+
+def show_source(obj):
+    """Display the source of a course_lib function or class in the page.
+
+    The book shows the library's own code (one source of truth) with this.
+    """
+    from IPython.display import Code
+
+    return Code(inspect.getsource(obj), language="python")
+
+
+def attention_heatmap(weights, x_labels=None, y_labels=None, ax=None, title=None,
+                      vmin=0.0, vmax=1.0, annotate=False):
+    """Heatmap of attention weights: rows are queries, columns are keys.
+
+    weights: (T_q, T_k) array or tensor.
+    """
+    w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights)
+    if w.ndim != 2:
+        raise ValueError(f"weights must be 2-D (T_q, T_k), got shape {tuple(w.shape)}")
+    ax = ax or plt.subplots(figsize=(0.45 * w.shape[1] + 1.5, 0.45 * w.shape[0] + 1))[1]
+    image = ax.imshow(w, cmap=HEATMAP_CMAP, vmin=vmin, vmax=vmax, aspect="auto")
+    if x_labels is not None:
+        ax.set_xticks(range(len(x_labels)), x_labels, rotation=60, ha="right")
+    if y_labels is not None:
+        ax.set_yticks(range(len(y_labels)), y_labels)
+    if annotate:
+        for (i, j), v in np.ndenumerate(w):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if v < (vmin + vmax) / 2 else "black")
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    if title:
+        ax.set_title(title)
+    plt.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+# --- static fallback of an explorer: the same panels, drawn by matplotlib ----
+
+def _draw_histogram(ax, panel, d):
+    edges = np.array(d["edges"])
+    ax.stairs(d["counts"], edges, fill=True, color=BLUE)
+    if "ymax" in panel:
+        ax.set_ylim(0, panel["ymax"])
+
+
+def _draw_bars(ax, panel, d):
+    colors = [ORANGE if i == d.get("highlight") else BLUE for i in range(len(d["values"]))]
+    ax.bar(range(len(d["values"])), d["values"], color=colors)
+    if "ymax" in panel:
+        ax.set_ylim(0, panel["ymax"])
+
+
+def _draw_lines(ax, panel, d):
+    for k, series in enumerate(d["series"]):
+        ax.plot(d["x"], series["y"], color=SERIES[k % len(SERIES)], label=series["label"])
+    if panel.get("logy"):
+        ax.set_yscale("log")
+    ax.legend(fontsize=7)
+
+
+def _draw_heatmap(ax, panel, d):
+    ax.imshow(d["matrix"], cmap=HEATMAP_CMAP, vmin=panel.get("vmin", 0), vmax=panel.get("vmax", 1))
+    if d.get("cols"):
+        ax.set_xticks(range(len(d["cols"])), d["cols"], rotation=60, fontsize=7)
+    if d.get("rows"):
+        ax.set_yticks(range(len(d["rows"])), d["rows"], fontsize=7)
+
+
+def _draw_stats(ax, panel, d):
+    ax.axis("off")
+    lines = [f"{s['label']}: {s['value']:.{s.get('digits', 3)}f}" for s in d]
+    ax.text(0, 0.5, "\n".join(lines), va="center", fontsize=8, family="monospace")
+
+
+_DRAW = {"histogram": _draw_histogram, "bars": _draw_bars, "lines": _draw_lines,
+         "heatmap": _draw_heatmap, "stats": _draw_stats}
+
+
+def explorer_figure(spec, rows):
+    """Draw an explorer's panels for several selections: one row per (selection, frame)."""
+    panels = spec["panels"]
+    fig, axes = plt.subplots(len(rows), len(panels), squeeze=False,
+                             figsize=(3.6 * len(panels), 2.6 * len(rows)))
+    for r, (selection, frame) in enumerate(rows):
+        for c, panel in enumerate(panels):
+            ax = axes[r, c]
+            _DRAW[panel["kind"]](ax, panel, frame[panel["key"]])
+            if panel.get("xlabel") and panel["kind"] != "stats":
+                ax.set_xlabel(panel["xlabel"], fontsize=8)
+            if r == 0 and panel.get("title"):
+                ax.set_title(panel["title"], fontsize=9)
+        label = ", ".join(f"{k}={v}" for k, v in selection.items())
+        axes[r, 0].set_ylabel(label, fontsize=9)
+    fig.suptitle(spec.get("title", ""), fontsize=11)
+    fig.tight_layout()
+    return fig
