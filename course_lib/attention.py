@@ -1,0 +1,427 @@
+"""Attention, from score functions to scaled dot-product attention.
+
+Every attention mechanism in this course has the same three steps:
+
+    1. score   each query against each key:     scores  = score(q, k)          # (..., T_q, T_k)
+    2. softmax the scores over the keys:        weights = softmax(scores)      # (..., T_q, T_k)
+    3. average the values with those weights:   context = weights @ v          # (..., T_q, d_v)
+
+Only step 1 changes from paper to paper (dot, scaled dot, cosine, Luong's
+"general" and "location", Bahdanau's additive/"concat"), so the score functions
+come first, then `masked_softmax` and `attend` (steps 2 and 3), then
+`scaled_dot_product_attention`, the Transformer's version, and the masks.
+
+Shapes: queries are (..., T_q, d), keys (..., T_k, d), values (..., T_k, d_v),
+where "..." is any number of leading batch dimensions (none, (B,), (B, h), ...)
+that broadcast against each other.
+
+Mask convention (the same as torch.nn.functional.scaled_dot_product_attention):
+a boolean mask is True where attention is ALLOWED; a float mask is ADDED to the
+scores (0 = allowed, -inf = blocked). A mask broadcasts to the scores' shape
+(..., T_q, T_k). A query that may attend to no key at all gets zero weights and
+a zero output row, never NaN.
+"""
+
+import math
+import numbers
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = [
+    "dot_score",
+    "scaled_dot_score",
+    "cosine_score",
+    "GeneralScore",
+    "AdditiveScore",
+    "LocationScore",
+    "masked_softmax",
+    "attend",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "padding_mask",
+    "padding_mask_from_tokens",
+]
+
+
+# ---------------------------------------------------------------------------
+# 1. Score functions: how well does query i match key j?
+# ---------------------------------------------------------------------------
+
+def dot_score(q, k):
+    """Dot-product score (Luong "dot"): score(q_i, k_j) = q_i . k_j, i.e. q k^T.
+
+    q: (..., T_q, d), k: (..., T_k, d)  ->  scores: (..., T_q, T_k)
+    """
+    _check_query_key(q, k)
+    return q @ k.transpose(-2, -1)  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
+
+
+def scaled_dot_score(q, k):
+    """Scaled dot-product score (Vaswani et al., 2017): q k^T / sqrt(d_k).
+
+    Dividing by sqrt(d_k) keeps the scores' variance near 1 when the entries of
+    q and k have variance 1, so the softmax does not saturate as d_k grows.
+
+    q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  scores: (..., T_q, T_k)
+    """
+    _check_query_key(q, k)
+    d_k = q.shape[-1]
+    # (q / sqrt(d_k)) k^T: the same numbers as dot_score(q, k) / sqrt(d_k), but
+    # dividing the (T_q, d_k) queries is cheaper than dividing the (T_q, T_k) scores.
+    return dot_score(q / math.sqrt(d_k), k)  # (..., T_q, T_k)
+
+
+def cosine_score(q, k, scale=1.0, eps=1e-8):
+    """Cosine score: scale * cos(q_i, k_j) = scale * (q_i . k_j) / (|q_i| |k_j|).
+
+    The scores lie in [-scale, scale] whatever the vectors' lengths; `scale`
+    (a temperature) sets how peaked the softmax can get. Each vector is divided
+    by max(|x|, eps), so a zero query or key scores 0 against everything
+    instead of producing NaN.
+
+    q: (..., T_q, d), k: (..., T_k, d)  ->  scores: (..., T_q, T_k)
+    """
+    _check_query_key(q, k)
+    q_unit = F.normalize(q, dim=-1, eps=eps)  # (..., T_q, d), rows of length 1 (or 0)
+    k_unit = F.normalize(k, dim=-1, eps=eps)  # (..., T_k, d)
+    return scale * (q_unit @ k_unit.transpose(-2, -1))  # (..., T_q, T_k)
+
+
+class GeneralScore(nn.Module):
+    """Luong's "general" score: score(q_i, k_j) = q_i^T W k_j, i.e. q W k^T.
+
+    A learned bilinear form; it lets queries and keys live in different spaces
+    (d_q != d_k). `self.W.weight` is the matrix W, of shape (d_q, d_k).
+
+    forward(q, k): q (..., T_q, d_q), k (..., T_k, d_k)  ->  scores (..., T_q, T_k)
+    """
+
+    def __init__(self, d_q, d_k):
+        super().__init__()
+        self.d_q, self.d_k = d_q, d_k
+        self.W = nn.Linear(d_k, d_q, bias=False)  # k -> W k
+
+    def forward(self, q, k):
+        _check_last_dim("q", q, self.d_q, "d_q")
+        _check_last_dim("k", k, self.d_k, "d_k")
+        return dot_score(q, self.W(k))  # q . (W k): (..., T_q, T_k)
+
+
+class AdditiveScore(nn.Module):
+    """Bahdanau's additive score (Luong's "concat"): v^T tanh(W_q q_i + W_k k_j).
+
+    A one-hidden-layer network of width d_hidden scores every (query, key) pair.
+
+    forward(q, k): q (..., T_q, d_q), k (..., T_k, d_k)  ->  scores (..., T_q, T_k)
+    """
+
+    def __init__(self, d_q, d_k, d_hidden):
+        super().__init__()
+        self.d_q, self.d_k = d_q, d_k
+        self.W_q = nn.Linear(d_q, d_hidden, bias=False)
+        self.W_k = nn.Linear(d_k, d_hidden, bias=False)
+        self.v = nn.Linear(d_hidden, 1, bias=False)
+
+    def forward(self, q, k):
+        _check_query_key(q, k, same_d=False)
+        _check_last_dim("q", q, self.d_q, "d_q")
+        _check_last_dim("k", k, self.d_k, "d_k")
+        q_h = self.W_q(q).unsqueeze(-2)  # (..., T_q, 1, d_hidden)
+        k_h = self.W_k(k).unsqueeze(-3)  # (..., 1, T_k, d_hidden)
+        hidden = torch.tanh(q_h + k_h)  # (..., T_q, T_k, d_hidden)
+        return self.v(hidden).squeeze(-1)  # (..., T_q, T_k)
+
+
+class LocationScore(nn.Module):
+    """Luong's "location" score: scores = W q_i, from the query alone.
+
+    Luong et al. (2015) define a_t = softmax(W_a h_t): the decoder state decides
+    *which positions* to look at without ever looking at the keys' contents.
+    Row i of the result scores positions 0..T_k-1 for query i; `attend`
+    applies the softmax. The module is built for at most `T_k` positions; when
+    keys are given, the scores are cut to their length (the keys' contents are
+    not used).
+
+    forward(q, k=None): q (..., T_q, d_q), k (..., T, d) with T <= T_k
+        ->  scores (..., T_q, T), or (..., T_q, T_k) when k is None
+    """
+
+    def __init__(self, d_q, T_k):
+        super().__init__()
+        self.d_q, self.T_k = d_q, T_k
+        self.W = nn.Linear(d_q, T_k, bias=False)  # q -> W q
+
+    def forward(self, q, k=None):
+        _check_last_dim("q", q, self.d_q, "d_q")
+        scores = self.W(q)  # (..., T_q, T_k)
+        if k is None:
+            return scores
+        _check_length("k", k, self.T_k)
+        return scores[..., : k.shape[-2]]  # (..., T_q, T) for keys of length T
+
+
+# ---------------------------------------------------------------------------
+# 2. Softmax with a mask, and the weighted average of the values
+# ---------------------------------------------------------------------------
+
+def masked_softmax(scores, mask=None):
+    """Softmax over the keys (last dim), skipping the masked-out keys.
+
+        weights_ij = exp(s_ij + m_ij) / sum_j' exp(s_ij' + m_ij')
+
+    where m_ij = 0 for an allowed key and -inf for a blocked one. `mask` is
+    either bool (True = allowed) or float (added to the scores as is, so it may
+    also hold finite biases; it is cast to the scores' dtype). It broadcasts
+    to the scores' shape (without adding dims). A row with no allowed
+    key (all -inf) gets all-zero weights instead of 0/0 = NaN, and zero
+    gradients.
+
+    scores: (..., T_q, T_k), mask: broadcastable to (..., T_q, T_k)  ->  weights: (..., T_q, T_k)
+    """
+    _check_tensor("scores", scores)
+    if mask is None:
+        return torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
+    mask = _additive_mask(mask, scores)  # 0 where allowed, -inf where blocked
+    has_key = (mask > -math.inf).any(dim=-1, keepdim=True)  # (..., T_q, 1): any allowed key?
+    scores = (scores + mask).masked_fill(~has_key, 0.0)  # empty rows: avoid softmax(-inf, ..., -inf)
+    weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
+    return weights.masked_fill(~has_key, 0.0)  # empty rows -> all-zero weights
+
+
+def attend(scores, values, mask=None):
+    """Turn scores into weights and average the values: step 2 and 3 of attention.
+
+        weights = masked_softmax(scores, mask)
+        context = weights @ values,  i.e. context_i = sum_j weights_ij v_j
+
+    scores: (..., T_q, T_k), values: (..., T_k, d_v), mask: broadcastable to scores
+        ->  context: (..., T_q, d_v), weights: (..., T_q, T_k)
+    """
+    _check_scores_values(scores, values)
+    weights = masked_softmax(scores, mask)  # (..., T_q, T_k)
+    context = weights @ values  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
+    return context, weights
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """Scaled dot-product attention (Vaswani et al., 2017):
+
+        Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
+
+    `mask` is bool (True = allowed, i.e. M = 0 there and -inf elsewhere) or
+    float (M itself, added to the scores). It broadcasts to (..., T_q, T_k).
+    A query with no allowed key gets a zero output row and zero weights.
+    Matches torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+    and also returns the attention weights.
+
+    q: (..., T_q, d_k), k: (..., T_k, d_k), v: (..., T_k, d_v)
+        ->  out: (..., T_q, d_v), weights: (..., T_q, T_k)
+    """
+    _check_query_key_value(q, k, v)
+    scores = scaled_dot_score(q, k)  # (..., T_q, T_k)
+    return attend(scores, v, mask)  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+# ---------------------------------------------------------------------------
+# 3. Masks (True = allowed)
+# ---------------------------------------------------------------------------
+
+def causal_mask(T_q, T_k=None, device=None):
+    """Causal mask: query i may attend to keys j <= i (no peeking at the future).
+
+        mask_ij = (j <= i)
+
+    Returns a (T_q, T_k) bool tensor (T_k defaults to T_q), True on and below
+    the diagonal. For T_q != T_k the diagonal starts at the top-left corner,
+    as for torch's `is_causal=True`. Broadcasts to (B, h, T_q, T_k).
+
+    >>> causal_mask(3)
+    tensor([[ True, False, False],
+            [ True,  True, False],
+            [ True,  True,  True]])
+    """
+    T_k = T_q if T_k is None else T_k
+    _check_positive_int("T_q", T_q)
+    _check_positive_int("T_k", T_k)
+    return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril()  # (T_q, T_k)
+
+
+def padding_mask(lengths, max_len=None):
+    """Padding mask from sequence lengths: key j of sequence b is real iff j < lengths[b].
+
+        mask[b, 0, 0, j] = (j < lengths[b])
+
+    lengths: (B,) ints (a tensor or a list), max_len: the padded length T
+    (default: max(lengths))  ->  mask: (B, 1, 1, T) bool.
+
+    The two singleton dims make it broadcast to the scores (B, h, T_q, T) of
+    every head and every query: only keys are masked. Combine with a causal
+    mask by `&`: causal_mask(T) & padding_mask(lengths) is (B, 1, T, T).
+    """
+    lengths = _check_lengths(lengths, max_len)
+    T = int(lengths.max()) if max_len is None else max_len
+    positions = torch.arange(T, device=lengths.device)  # (T,)
+    mask = positions < lengths[:, None]  # (B, T)
+    return mask[:, None, None, :]  # (B, 1, 1, T)
+
+
+def padding_mask_from_tokens(tokens, pad_id):
+    """Padding mask from token ids: key j of sequence b is real iff tokens[b, j] != pad_id.
+
+    tokens: (B, T) integer ids  ->  mask: (B, 1, 1, T) bool, same layout as `padding_mask`.
+    Every pad token is masked, wherever it is in the sequence.
+    """
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must have shape (B, T), got shape {_shape(tokens)}")
+    return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
+
+
+# ---------------------------------------------------------------------------
+# Input checks: each raises a ValueError/TypeError naming the argument and shapes.
+# ---------------------------------------------------------------------------
+
+def _shape(x):
+    return str(tuple(x.shape))
+
+
+_LAYOUT = {
+    "q": "(..., T_q, d)",
+    "k": "(..., T_k, d)",
+    "v": "(..., T_k, d_v)",
+    "scores": "(..., T_q, T_k)",
+    "values": "(..., T_k, d_v)",
+}
+
+
+def _check_tensor(name, x):
+    """x must be a floating-point tensor with at least 2 dims, laid out as _LAYOUT[name]."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.dim() < 2:
+        raise ValueError(f"{name} must have shape {_LAYOUT[name]}, got shape {_shape(x)}")
+
+
+def _check_batch_dims(**tensors):
+    """The leading dims (all but the last two) must broadcast against each other."""
+    try:
+        torch.broadcast_shapes(*(x.shape[:-2] for x in tensors.values()))
+    except RuntimeError:
+        seen = ", ".join(f"{name} of shape {_shape(x)}" for name, x in tensors.items())
+        raise ValueError(f"the batch dims (all but the last two) of {seen} do not broadcast") from None
+
+
+def _check_same_dtype(**tensors):
+    dtypes = {x.dtype for x in tensors.values()}
+    if len(dtypes) > 1:
+        seen = ", ".join(f"{name} is {x.dtype}" for name, x in tensors.items())
+        raise TypeError(f"expected one dtype for all inputs, got: {seen}")
+
+
+def _check_query_key(q, k, same_d=True):
+    _check_tensor("q", q)
+    _check_tensor("k", k)
+    if same_d and q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q of shape {_shape(q)} and k of shape {_shape(k)} must have the same last "
+            f"dim d, got {q.shape[-1]} and {k.shape[-1]}"
+        )
+    _check_same_dtype(q=q, k=k)
+    _check_batch_dims(q=q, k=k)
+
+
+def _check_query_key_value(q, k, v):
+    _check_query_key(q, k)
+    _check_tensor("v", v)
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k of shape {_shape(k)} and v of shape {_shape(v)} must have the same "
+            f"number of positions T_k, got {k.shape[-2]} and {v.shape[-2]}"
+        )
+    _check_same_dtype(q=q, k=k, v=v)
+    _check_batch_dims(q=q, k=k, v=v)
+
+
+def _check_scores_values(scores, values):
+    _check_tensor("scores", scores)
+    _check_tensor("values", values)
+    if scores.shape[-1] != values.shape[-2]:
+        raise ValueError(
+            f"scores of shape {_shape(scores)} weigh {scores.shape[-1]} keys, so values "
+            f"must have shape (..., {scores.shape[-1]}, d_v), got {_shape(values)}"
+        )
+    _check_same_dtype(scores=scores, values=values)
+    _check_batch_dims(scores=scores, values=values)
+
+
+def _check_last_dim(name, x, expected, dim_name):
+    _check_tensor(name, x)
+    if x.shape[-1] != expected:
+        raise ValueError(
+            f"{name} of shape {_shape(x)} must have last dim {dim_name} = {expected}, "
+            f"got {x.shape[-1]}"
+        )
+
+
+def _check_length(name, x, max_len):
+    _check_tensor(name, x)
+    if x.shape[-2] > max_len:
+        raise ValueError(
+            f"{name} of shape {_shape(x)} has {x.shape[-2]} positions, more than the "
+            f"T_k = {max_len} this LocationScore was built for"
+        )
+
+
+def _additive_mask(mask, scores):
+    """Check `mask` against `scores` and return it as a float mask (0 / -inf for bool)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a bool or float torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(
+            f"mask must be bool (True = allowed) or floating-point (added to the scores), "
+            f"got dtype {mask.dtype}"
+        )
+    try:
+        fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {_shape(mask)} does not broadcast to the scores' shape "
+            f"{_shape(scores)} (..., T_q, T_k)"
+        )
+    if mask.dtype == torch.bool:
+        zeros = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
+        return zeros.masked_fill(~mask, -math.inf)
+    return mask.to(scores.dtype)
+
+
+def _check_positive_int(name, n):
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(n).__name__}")
+    if n <= 0:
+        raise ValueError(f"{name} must be a positive int, got {n}")
+
+
+def _check_lengths(lengths, max_len):
+    """Return `lengths` as a (B,) int64 tensor, after checking it and `max_len`."""
+    if not isinstance(lengths, torch.Tensor):
+        lengths = torch.as_tensor(lengths)
+    if lengths.dim() != 1 or lengths.numel() == 0:
+        raise ValueError(f"lengths must have shape (B,) with B >= 1, got shape {_shape(lengths)}")
+    if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
+        raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
+    if (lengths < 0).any():
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+    if max_len is not None:
+        _check_positive_int("max_len", max_len)
+        if (lengths > max_len).any():
+            raise ValueError(f"lengths {lengths.tolist()} exceed max_len = {max_len}")
+    elif lengths.max() == 0:
+        raise ValueError("lengths are all 0: pass max_len to set the padded length T")
+    return lengths.long()
