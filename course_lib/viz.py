@@ -88,7 +88,7 @@ def _draw_heatmap(ax, panel, d):
 def _draw_stats(ax, panel, d):
     ax.axis("off")
     lines = [f"{s['label']}: {s['value']:.{s.get('digits', 3)}f}" for s in d]
-    ax.text(0, 0.5, "\n".join(lines), va="center", fontsize=8, family="monospace")
+    ax.text(0, 0.5, "\n".join(lines), va="center", fontsize=9, family="monospace")
 
 
 _DRAW = {"histogram": _draw_histogram, "bars": _draw_bars, "lines": _draw_lines,

@@ -113,8 +113,10 @@ def dk_frame(d_k, scaled, n_queries=512, n_keys=16, seed=0, bins=41, x_range=40.
     """One frame of the d_k explorer: random q, k with unit-variance components.
 
     Returns the panels' data: a histogram of the scores (all queries x keys),
-    the softmax weights of query 0 over its keys, and summary numbers averaged
-    over the queries (the variance of the scores is ~d_k unscaled, ~1 scaled).
+    the softmax weights of query 0 over its keys, and summary numbers: the
+    variance of the scores (~d_k unscaled, ~1 scaled) and, for a typical query
+    (the median over the queries), the largest weight, the entropy and the size
+    of the softmax gradient.
     """
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n_queries, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
@@ -135,9 +137,9 @@ def dk_frame(d_k, scaled, n_queries=512, n_keys=16, seed=0, bins=41, x_range=40.
         "stats": [
             _stat("variance", "variance of the scores", scores.var(), 2),
             _stat("expected_variance", "expected variance (1 or d_k)", 1.0 if scaled else float(d_k), 0),
-            _stat("max_weight", "largest weight (mean over queries)", weights.max(-1).values.mean(), 3),
-            _stat("entropy", f"entropy, nats (uniform: {math.log(n_keys):.2f})", entropy.mean(), 3),
-            _stat("grad_norm", "softmax gradient ‖∂p/∂s‖ (mean)", softmax_gradient_norm(weights).mean(), 4),
+            _stat("max_weight", "largest weight", weights.max(-1).values.median(), 3),
+            _stat("entropy", f"entropy, nats (uniform: {math.log(n_keys):.2f})", entropy.median(), 3),
+            _stat("grad_norm", "softmax gradient ‖∂p/∂s‖", softmax_gradient_norm(weights).median(), 6),
         ],
     }
 
@@ -171,7 +173,7 @@ class DkExplorer(Explorer):
              "xlabel": "score (clipped to ±40)", "ymax": 0.45},
             {"kind": "bars", "key": "weights", "title": f"softmax weights of one query over {n_keys} keys",
              "xlabel": "key", "ymax": 1.0},
-            {"kind": "stats", "key": "stats", "title": f"over {n_queries} queries"},
+            {"kind": "stats", "key": "stats", "title": f"a typical query (median over {n_queries})"},
         ]
         spec = self.build_spec(
             "dk", "Why divide by √d_k?", controls, panels,
