@@ -98,12 +98,11 @@ def notebook_seconds(args):
 
     records = []
     for path in notebooks:
-        nb = nbformat.read(path, as_version=4)
-        client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}})
         start = time.perf_counter()
         try:
-            client.execute()
+            nb = nbformat.read(path, as_version=4)
+            NotebookClient(nb, timeout=600, kernel_name="python3",
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
         except Exception as error:  # report and go on with the others
             message = re.sub(r"\x1b\[[0-9;]*m", "", str(error))  # drop the traceback's colours
             print(f"FAILED {path.relative_to(ROOT)}: {type(error).__name__}: {message}"[:2000])
