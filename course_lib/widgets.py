@@ -109,33 +109,36 @@ def softmax_gradient_norm(weights: torch.Tensor) -> torch.Tensor:
     return jacobian.flatten(-2).norm(dim=-1)
 
 
-def dk_frame(d_k, scaled, n_queries=512, n_keys=16, seed=0, bins=41, x_range=40.0):
+def dk_frame(d_k, scaled, n_queries=512, n_keys=16, seed=0, n_pairs=8192, bins=41, x_range=40.0):
     """One frame of the d_k explorer: random q, k with unit-variance components.
 
-    Returns the panels' data: a histogram of the scores (all queries x keys),
-    the softmax weights of query 0 over its keys, and summary numbers: the
-    variance of the scores (~d_k unscaled, ~1 scaled) and, for a typical query
-    (the median over the queries), the largest weight, the entropy and the size
-    of the softmax gradient.
+    Returns the panels' data: a histogram of the score q·k over `n_pairs`
+    independent query-key pairs (its variance is ~d_k unscaled, ~1 scaled),
+    the softmax weights of one query over `n_keys` keys, and, for a typical
+    query (the median over `n_queries` queries, each over the same keys), the
+    largest weight, the entropy and the size of the softmax gradient.
     """
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(n_queries, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
-    k = torch.randn(n_keys, d_k, generator=g, dtype=torch.float64)     # (T, d_k)
     score_fn = attention.scaled_dot_score if scaled else attention.dot_score
-    scores = score_fn(q, k)                                            # (N, T)
-    weights = torch.softmax(scores, dim=-1)                            # (N, T)
+
+    q = torch.randn(n_pairs, 1, d_k, generator=g, dtype=torch.float64)   # (P, 1, d_k)
+    k = torch.randn(n_pairs, 1, d_k, generator=g, dtype=torch.float64)   # (P, 1, d_k)
+    pair_scores = score_fn(q, k).flatten()                                # (P,)
+
+    q = torch.randn(n_queries, d_k, generator=g, dtype=torch.float64)    # (N, d_k)
+    k = torch.randn(n_keys, d_k, generator=g, dtype=torch.float64)       # (T, d_k)
+    weights = torch.softmax(score_fn(q, k), dim=-1)                       # (N, T)
     entropy = -(weights * torch.log(weights.clamp_min(1e-300))).sum(-1)  # (N,)
 
     edges = torch.linspace(-x_range, x_range, bins + 1, dtype=torch.float64)
-    clipped = scores.clamp(-x_range, x_range).flatten()
-    counts = torch.histc(clipped, bins=bins, min=-x_range, max=x_range)
+    counts = torch.histc(pair_scores.clamp(-x_range, x_range), bins=bins, min=-x_range, max=x_range)
     density = counts / (counts.sum() * (edges[1] - edges[0]))
     w0 = weights[0]
     return {
         "scores": {"edges": _round(edges), "counts": _round(density, 5)},
         "weights": {"values": _round(w0, 6), "highlight": int(w0.argmax())},
         "stats": [
-            _stat("variance", "variance of the scores", scores.var(), 2),
+            _stat("variance", "variance of the scores", pair_scores.var(), 2),
             _stat("expected_variance", "expected variance (1 or d_k)", 1.0 if scaled else float(d_k), 0),
             _stat("max_weight", "largest weight", weights.max(-1).values.median(), 3),
             _stat("entropy", f"entropy, nats (uniform: {math.log(n_keys):.2f})", entropy.median(), 3),
@@ -169,11 +172,12 @@ class DkExplorer(Explorer):
             {"name": "scaled", "label": "divide by √d_k", "kind": "toggle", "options": [False, True]},
         ]
         panels = [
-            {"kind": "histogram", "key": "scores", "title": "distribution of the scores q·k",
+            {"kind": "histogram", "key": "scores", "title": "distribution of the score q·k",
              "xlabel": "score (clipped to ±40)", "ymax": 0.45},
             {"kind": "bars", "key": "weights", "title": f"softmax weights of one query over {n_keys} keys",
              "xlabel": "key", "ymax": 1.0},
-            {"kind": "stats", "key": "stats", "title": f"a typical query (median over {n_queries})"},
+            {"kind": "stats", "key": "stats",
+             "title": f"variance over 8192 pairs; the rest for a typical query (median over {n_queries})"},
         ]
         spec = self.build_spec(
             "dk", "Why divide by √d_k?", controls, panels,
