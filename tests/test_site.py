@@ -116,8 +116,10 @@ def test_page_is_offline_and_error_free(browser, server, path):
         visit.page.wait_for_timeout(300)
         assert visit.external == [], f"{path} requested outside the site: {visit.external}"
         assert visit.errors == [], f"{path} logged console errors: {visit.errors}"
-        if visit.page.locator(".math").count():
-            visit.page.wait_for_selector("mjx-container", timeout=15000)
+        # maths typeset: every .math element holds a MathJax container (hidden ones too)
+        visit.page.wait_for_function(
+            "[...document.querySelectorAll('.math')].every(e => e.querySelector('mjx-container'))",
+            timeout=15000)
         widgets = visit.page.locator("script[type='application/vnd.jupyter.widget-view+json']")
         if widgets.count():
             # every widget placeholder has been replaced by a rendered widget
