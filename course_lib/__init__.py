@@ -2,6 +2,7 @@
 
 One module per topic; each chapter of the book studies one of them.
 
+    rnn         RNN, LSTM and GRU cells and layers from their equations (torch.nn-compatible)
     attention   score functions, masked softmax, scaled dot-product attention, masks
     widgets     the explorers (anywidget) that also work on the static site
     viz         attention heatmaps and other figures
