@@ -37,9 +37,10 @@ test: book
 test-fast: setup
 	$(BIN)/python -m pytest tests -m "not site and not slow"
 
-# The student edition (solutions stripped) and its site in _student/_build/html.
+# The student edition (solutions stripped, instructor pages left out; rewritten on
+# every run) and its site in _student/_build/html.
 student: setup
-	$(BIN)/python -m course_lib.release student _student
+	$(BIN)/python -m course_lib.release student _student --force
 
 student-book: student
 	cd _student && ../$(BIN)/jupyter-book build --all -W --keep-going .

@@ -13,10 +13,16 @@
    request to the internet).
 3. Removes the second `const THEBE_JS_URL` declaration that Jupyter Book 1
    emits in every page (a console SyntaxError: redeclaration of a const).
+
+node_modules is looked up as Node does: next to the book, then in each parent
+folder (so the student edition in `_student/` uses the repository's), unless
+the environment variable COURSE_NODE_MODULES names it (a book built elsewhere,
+e.g. the student edition written to a temporary folder by the tests).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -24,7 +30,18 @@ from pathlib import Path
 from sphinx.errors import ExtensionError
 
 ROOT = Path(__file__).resolve().parent.parent
-NODE_MODULES = ROOT / "node_modules"
+
+
+def _find_node_modules() -> Path:
+    if os.environ.get("COURSE_NODE_MODULES"):
+        return Path(os.environ["COURSE_NODE_MODULES"]).resolve()
+    for folder in (ROOT, *ROOT.parents):
+        if (folder / "node_modules").is_dir():
+            return folder / "node_modules"
+    return ROOT / "node_modules"  # missing: check_node_modules says what to run
+
+
+NODE_MODULES = _find_node_modules()
 
 # (source under node_modules, destination under _static/vendor)
 VENDORED = [

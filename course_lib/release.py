@@ -9,14 +9,25 @@ named in ``_config.yml`` that exists, except under ``exclude_patterns``; never `
 
 * in code cells, each region between a ``### BEGIN SOLUTION`` line and a ``### END SOLUTION``
   line (markers included) becomes ``raise NotImplementedError(...)`` at the indentation of the
-  BEGIN line; those cells lose their outputs and execution count;
+  BEGIN line; those cells lose their outputs and execution count, and their ``hide-input`` tag
+  (the instructor site folds the solution away; the student must see the stub);
 * code cells tagged ``solution`` are dropped;
 * sphinx-exercise solutions are dropped from markdown: ``{solution}`` directives (backtick or
   colon fences) with their content, and everything from a ``{solution-start}`` directive to
   the matching ``{solution-end}`` directive, including whole cells in between; a markdown cell
   left empty is dropped;
 * check cells (code calling ``check_...(``) are kept, with outputs cleared;
-* ``.md`` pages under ``book/`` get the same treatment as markdown cells (and solution regions).
+* check cells, and cells whose stub runs at the top level, get the ``raises-exception`` tag:
+  until the student writes the code they raise ``ExerciseNotAttempted`` /
+  ``NotImplementedError``, and the tag tells Jupyter tools that this error is expected:
+  nbclient and so Jupyter Book's execution (the student site is built with the book's
+  ``allow_errors: false`` and ``-W``, so any *other* error still fails the build), nbval, and
+  the notebook front ends, whose "Run All" is meant to go on past such a cell (the classic
+  Notebook and JupyterLab >= 1.0 read the tag). ``execute.allow_errors: true`` in the student
+  ``_config.yml`` would also have let the build pass, but it hides real errors;
+* ``.md`` pages under ``book/`` get the same treatment as markdown cells (and solution regions);
+* instructor-only pages, ``book/instructor_*`` (e.g. the instructor guide), are left out, and
+  ``_toc.yml`` loses their entries (a part left empty is removed).
 
 See CONTRIBUTING.md for the author conventions.
 """
@@ -36,6 +47,9 @@ BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here")'
 SOLUTION_TAG = "solution"
+RAISES_TAG = "raises-exception"  # nbclient / Jupyter Book / nbval / JupyterLab: error expected
+HIDE_INPUT_TAG = "hide-input"
+INSTRUCTOR_ONLY = "instructor_"  # book/instructor_*: pages for instructors only
 
 _MARKER = re.compile(r"^(?P<indent>[ \t]*)(?P<marker>### (?:BEGIN|END) SOLUTION)[ \t]*$")
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|:{3,})[ \t]*(?P<info>.*)$")
@@ -182,6 +196,12 @@ def _release_code_cell(cell: nbformat.NotebookNode, where: str, stats: Stats) ->
     if regions or is_check:
         cell.outputs, cell.execution_count = [], None
         stats.checks_cleared += is_check
+    old_tags = list(cell.get("metadata", {}).get("tags", []))
+    tags = [t for t in old_tags if t != HIDE_INPUT_TAG] if regions else list(old_tags)
+    if (is_check or STUB in cell.source.split("\n")) and RAISES_TAG not in tags:
+        tags.append(RAISES_TAG)  # a check, or a stub at the top level: raises until solved
+    if tags != old_tags:
+        cell.setdefault("metadata", {})["tags"] = tags
 
 
 def release_page(text: str, name: str) -> tuple[str, Stats]:
@@ -191,6 +211,46 @@ def release_page(text: str, name: str) -> tuple[str, Stats]:
         raise ReleaseError(f"{name}: a '{{solution-start}}' has no matching '{{solution-end}}'.")
     text, regions = stub_solutions(text, name)
     return text, Stats(pages=1, directives=removed, regions=regions)
+
+
+def release_toc(text: str) -> str:
+    """``_toc.yml`` without the instructor-only pages (the text unchanged if it has none)."""
+    import yaml
+
+    toc = yaml.safe_load(text) or {}
+    removed = _drop_instructor_entries(toc)
+    if not removed:
+        return text
+    header = ("# Student edition, written by `python -m course_lib.release student`: the "
+              "instructor-only pages\n# (" + ", ".join(removed) + ") are left out.\n")
+    return header + yaml.safe_dump(toc, sort_keys=False, allow_unicode=True)
+
+
+def _drop_instructor_entries(node) -> list[str]:
+    """Remove (in place) the toc entries whose ``file`` is instructor-only, and the parts and
+    entry lists left empty; return the files removed."""
+    removed: list[str] = []
+    if not isinstance(node, dict):
+        return removed
+    for key in ("parts", "chapters", "sections"):
+        entries = node.get(key)
+        if not isinstance(entries, list):
+            continue
+        kept = []
+        for entry in entries:
+            file = entry.get("file") if isinstance(entry, dict) else None
+            if file and is_instructor_only(Path(file)):
+                removed.append(file)
+                continue
+            removed += _drop_instructor_entries(entry)
+            if key == "parts" and isinstance(entry, dict) and not entry.get("chapters"):
+                continue  # a part with no chapter left
+            kept.append(entry)
+        if kept:
+            node[key] = kept
+        else:
+            del node[key]
+    return removed
 
 
 # --------------------------------------------------------------------------------------
@@ -207,6 +267,13 @@ def find_root(start: Path | None = None) -> Path:
     raise ReleaseError("no _config.yml found: pass --src, the folder holding the book.")
 
 
+def is_instructor_only(rel: Path) -> bool:
+    """``book/instructor_*`` pages (``.md``, ``.ipynb``, or a toc entry without suffix): for
+    instructors, left out of the student edition."""
+    return (len(rel.parts) > 1 and rel.parts[0] == "book" and rel.name.startswith(INSTRUCTOR_ONLY)
+            and rel.suffix in ("", ".md", ".ipynb"))
+
+
 def book_files(src: Path) -> list[Path]:
     """Paths (relative to ``src``) of everything the student edition copies."""
     chosen = {Path("_config.yml"), Path("_toc.yml"), Path("book")}
@@ -220,7 +287,7 @@ def book_files(src: Path) -> list[Path]:
         elif path.is_dir():
             files |= {p.relative_to(src) for p in path.rglob("*") if p.is_file()
                       and not _SKIP_DIRS & set(p.relative_to(src).parts)}
-    return sorted(files)
+    return sorted(f for f in files if not is_instructor_only(f))
 
 
 def _paths_named_in_config(src: Path) -> set[Path]:
@@ -276,6 +343,9 @@ def release_student(src: Path, out: Path, force: bool = False) -> Stats:
 
 def _release_file(path: Path, dest: Path, rel: Path) -> Stats:
     dest.parent.mkdir(parents=True, exist_ok=True)
+    if rel == Path("_toc.yml"):
+        dest.write_text(release_toc(path.read_text(encoding="utf-8")), encoding="utf-8")
+        return Stats()
     if rel.parts[0] == "book" and path.suffix == ".ipynb":
         nb = nbformat.read(path, as_version=4)
         stats = release_notebook(nb, str(rel))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from course_lib.release import (
@@ -20,6 +21,7 @@ from course_lib.release import (
     ReleaseError,
     release_notebook,
     release_student,
+    release_toc,
     strip_solution_directives,
     stub_solutions,
 )
@@ -390,3 +392,51 @@ def test_synthetic_editions_run(book, student):
     errors = errors_of(execute(out / "book" / "chapter.ipynb"))
     assert [e[0] for e in errors] == ["NotImplementedError", "ExerciseNotAttempted"]
     assert errors[1][1].startswith("check_causal_mask: not implemented yet")
+
+
+# ---- tags for the tools that run the student edition, instructor-only pages -----------------
+def test_cells_that_raise_until_solved_are_tagged_raises_exception(student):
+    """Check cells and top-level stubs raise until the student writes the code: the
+    `raises-exception` tag lets nbclient (Jupyter Book's execution), nbval and JupyterLab's
+    Run All accept that error. Cells that only define functions are not tagged, so a real
+    error there still fails a build."""
+    out, _ = student
+    nb = nbformat.read(out / "book" / "chapter.ipynb", as_version=4)
+    tagged = [i for i, c in enumerate(nb.cells) if "raises-exception" in c.metadata.get("tags", [])]
+    assert tagged == [5, 6]  # the top-level region's cell and the check cell
+    assert nb.cells[5].source.startswith(STUB) and "check_causal_mask(" in nb.cells[6].source
+
+
+def test_stubbed_cells_are_shown_and_other_tags_kept():
+    hidden = new_code_cell(SCORE_CELL, metadata={"tags": ["hide-input", "keep-me"]})
+    plain = new_code_cell("print(1)", metadata={"tags": ["hide-input"]})
+    nb = new_notebook(cells=[hidden, plain, new_code_cell(CHECK_CELL)])
+    release_notebook(nb, "book/tags.ipynb")
+    assert nb.cells[0].metadata["tags"] == ["keep-me"]  # the student must see the stub
+    assert nb.cells[1].metadata["tags"] == ["hide-input"]  # not an exercise: untouched
+    assert nb.cells[2].metadata["tags"] == ["raises-exception"]
+
+
+def test_instructor_pages_are_left_out(book, tmp_path):
+    (book / "book" / "instructor_guide.md").write_text("# For instructors\n\nSECRET_GUIDE\n")
+    (book / "book" / "images" / "instructor_photo.svg").write_text("<svg/>")  # not a page
+    (book / "_toc.yml").write_text(
+        "# a comment\nformat: jb-book\nroot: book/intro\nparts:\n"
+        "  - caption: Chapters\n    chapters:\n      - file: book/chapter\n"
+        "  - caption: For instructors\n    chapters:\n      - file: book/instructor_guide\n")
+    out = tmp_path / "student"
+    stats = release_student(book, out)
+    assert not (out / "book" / "instructor_guide.md").exists()
+    assert (out / "book" / "images" / "instructor_photo.svg").exists()
+    assert "SECRET_GUIDE" not in all_text(out) and stats.pages == 1
+    toc = yaml.safe_load((out / "_toc.yml").read_text())
+    assert toc == {"format": "jb-book", "root": "book/intro",
+                   "parts": [{"caption": "Chapters", "chapters": [{"file": "book/chapter"}]}]}
+
+
+def test_toc_without_instructor_pages_is_copied_verbatim():
+    text = "# keep this comment\nformat: jb-book\nroot: book/intro\nchapters:\n- file: book/a\n"
+    assert release_toc(text) == text
+    nested = ("format: jb-book\nroot: book/intro\nchapters:\n- file: book/a\n  sections:\n"
+              "  - file: book/instructor_notes\n")
+    assert yaml.safe_load(release_toc(nested))["chapters"] == [{"file": "book/a"}]
