@@ -23,7 +23,6 @@ e.g. the student edition written to a temporary folder by the tests).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
