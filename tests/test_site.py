@@ -184,3 +184,20 @@ def test_dk_explorer_reacts_without_a_kernel(browser, server):
         assert visit.errors == [] and visit.external == []
     finally:
         visit.close()
+
+
+def test_launch_buttons_open_this_notebook_in_colab_and_binder(server):
+    """Every chapter page links to its own .ipynb on the repository set in _config.yml."""
+    import yaml
+
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    slug = repo["url"].removeprefix("https://github.com/")
+    notebooks = sorted((ROOT / "book").glob("*.ipynb"))
+    assert notebooks
+    for nb in notebooks:
+        html = (SITE / "book" / f"{nb.stem}.html").read_text()
+        path = f"book/{nb.name}"
+        assert (f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/{path}"
+                in html), f"no Colab button for {path}"
+        assert f"https://mybinder.org/v2/gh/{slug}/{repo['branch']}?urlpath=lab/tree/{path}" in html, \
+            f"no Binder button for {path}"
