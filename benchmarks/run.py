@@ -3,131 +3,36 @@
     python benchmarks/run.py                  # everything
     python benchmarks/run.py --quick          # fewer timing repeats
     python benchmarks/run.py --skip-notebooks # do not execute book/**/*.ipynb
+    python benchmarks/run.py --only lstm      # only benchmarks whose function name contains "lstm"
 
 Prints one Markdown table per section and writes benchmarks/results.json, a list
 of records {"name", "value", "unit", "baseline", "ratio"}; baseline and ratio
 (value / baseline) are set where a comparison exists, measured in the same run.
-To add a benchmark, write a function `(args) -> list of records` and append it
-to BENCHMARKS.
+With --only, the new records replace those of the same name and the others are kept.
+
+Each topic has a module `benchmarks/bench_<topic>.py` with a list
+BENCHMARKS = [(title, function)], where `function(args) -> list of records`
+(helpers in common.py). This file adds the notebook timings and page sizes.
 """
 
 import argparse
+import importlib
 import json
 import os
 import re
-import statistics
 import sys
 import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # course_lib importable from a plain clone
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
-from course_lib.attention import causal_mask, scaled_dot_product_attention  # noqa: E402
-from course_lib.rnn import LSTM  # noqa: E402
+from common import markdown_table, record  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results.json"
-
-
-def record(name, value, unit, baseline=None):
-    ratio = value / baseline if baseline else None
-    return {"name": name, "value": value, "unit": unit, "baseline": baseline, "ratio": ratio}
-
-
-# ---------------------------------------------------------------------------
-# Speed: ours vs torch, interleaved in one run
-# ---------------------------------------------------------------------------
-
-def fwd_bwd_ms(attention, q, k, v, grad_out):
-    """Milliseconds for one forward and backward pass of `attention(q, k, v)`."""
-    start = time.perf_counter()
-    out = attention(q, k, v)
-    out = out[0] if isinstance(out, tuple) else out  # ours also returns the weights
-    torch.autograd.grad(out, (q, k, v), grad_out)
-    return (time.perf_counter() - start) * 1e3
-
-
-def compare_ms(ours, theirs, inputs, repeats, warmup=2):
-    """Median ms of `ours` and `theirs`, timed alternately on the same inputs."""
-    times = {ours: [], theirs: []}
-    for i in range(warmup + repeats):
-        order = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-        for fn in order:
-            ms = fwd_bwd_ms(fn, *inputs)
-            if i >= warmup:
-                times[fn].append(ms)
-    return statistics.median(times[ours]), statistics.median(times[theirs])
-
-
-def sdpa_vs_torch(args):
-    """course_lib vs torch scaled dot-product attention, forward + backward, CPU float32."""
-    torch.manual_seed(0)
-    records = []
-    cases = [
-        ("sdpa_fwd_bwd_vs_torch", 128, None),
-        ("sdpa_fwd_bwd_vs_torch/T512", 512, None),
-        ("sdpa_fwd_bwd_vs_torch/causal", 128, causal_mask(128)),
-    ]
-    for name, T, mask in cases:
-        B, h, d = 32, 8, 64
-        q, k, v = (torch.randn(B, h, T, d, requires_grad=True) for _ in range(3))
-        inputs = (q, k, v, torch.randn(B, h, T, d))
-        ours, theirs = compare_ms(
-            lambda q, k, v: scaled_dot_product_attention(q, k, v, mask),
-            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-            inputs, repeats=3 if args.quick else 10,
-        )
-        records.append(record(name, ours, "ms", baseline=theirs))
-    return records
-
-
-def lstm_vs_torch(args):
-    """course_lib LSTM vs torch.nn.LSTM (batch_first=True), forward + backward, CPU float32.
-
-    Gradients w.r.t. the input and every parameter, as in training. Two baselines:
-    torch as it runs by default (on CPU its LSTM is one fused oneDNN kernel per
-    layer), and torch with oneDNN switched off, which loops over time in C++ with
-    the same per-step operations as ours (so that ratio is the price of Python).
-    """
-    B, T, input_size, H = 32, 64, 64, 128
-    torch.manual_seed(0)
-    theirs = torch.nn.LSTM(input_size, H, batch_first=True)
-    ours = LSTM(input_size, H)
-    ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(B, T, input_size, requires_grad=True)
-    grad_out = torch.randn(B, T, H)
-
-    def fwd_bwd_ms(lstm):
-        start = time.perf_counter()
-        out, _ = lstm(x)
-        torch.autograd.grad(out, (x, *lstm.parameters()), grad_out)
-        return (time.perf_counter() - start) * 1e3
-
-    def torch_without_onednn(_):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the flag's setter notes that TF32 needs an Intel GPU
-            with torch.backends.mkldnn.flags(enabled=False):
-                return fwd_bwd_ms(theirs)
-
-    runners = {"ours": lambda _: fwd_bwd_ms(ours), "torch": lambda _: fwd_bwd_ms(theirs),
-               "torch_no_onednn": torch_without_onednn}
-    times = {name: [] for name in runners}
-    warmup, repeats = 2, 5 if args.quick else 20
-    for i in range(warmup + repeats):
-        names = list(runners) if i % 2 == 0 else list(reversed(runners))  # interleaved
-        for name in names:
-            ms = runners[name](None)
-            if i >= warmup:
-                times[name].append(ms)
-    ms = {name: statistics.median(t) for name, t in times.items()}
-    return [
-        record("lstm_fwd_bwd_vs_torch", ms["ours"], "ms", baseline=ms["torch"]),
-        record("lstm_fwd_bwd_vs_torch/no_onednn", ms["ours"], "ms", baseline=ms["torch_no_onednn"]),
-    ]
 
 
 # ---------------------------------------------------------------------------
@@ -179,40 +84,30 @@ def page_sizes(args):
     return records
 
 
-BENCHMARKS = [
-    ("Attention: course_lib vs torch (forward + backward, CPU float32, B=32, h=8, d=64)", sdpa_vs_torch),
-    ("LSTM: course_lib vs torch (forward + backward, CPU float32, B=32, T=64, input 64, hidden 128)",
-     lstm_vs_torch),
-    ("Notebooks: seconds to run top to bottom", notebook_seconds),
-    ("Built site: page sizes", page_sizes),
-]
-
-
-# ---------------------------------------------------------------------------
-
-def markdown_table(records):
-    def fmt(x):
-        if x is None:
-            return ""
-        return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3g}"
-
-    lines = ["| name | value | unit | baseline | ratio |", "|---|---:|---|---:|---:|"]
-    for r in records:
-        lines.append(f"| {r['name']} | {fmt(r['value'])} | {r['unit']} | "
-                     f"{fmt(r['baseline'])} | {fmt(r['ratio'])} |")
-    return "\n".join(lines)
+def all_benchmarks():
+    """The topic modules' benchmarks in file-name order, then notebooks and the site."""
+    found = []
+    for path in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        found += importlib.import_module(path.stem).BENCHMARKS
+    return found + [
+        ("Notebooks: seconds to run top to bottom", notebook_seconds),
+        ("Built site: page sizes", page_sizes),
+    ]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer timing repeats")
     parser.add_argument("--skip-notebooks", action="store_true", help="do not execute the notebooks")
+    parser.add_argument("--only", help="run only benchmarks whose function name contains this")
     args = parser.parse_args(argv)
     args.failed = False
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {sys.platform}\n")
     results = []
-    for title, benchmark in BENCHMARKS:
+    for title, benchmark in all_benchmarks():
+        if args.only and args.only not in benchmark.__name__:
+            continue
         print(f"### {title}\n")
         records = benchmark(args)
         if records:
@@ -220,6 +115,9 @@ def main(argv=None):
         print()
         results += records
 
+    if args.only and RESULTS.exists():  # keep the records this run did not measure
+        new = {r["name"] for r in results}
+        results = [r for r in json.loads(RESULTS.read_text()) if r["name"] not in new] + results
     tmp = RESULTS.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=2) + "\n")
     os.replace(tmp, RESULTS)

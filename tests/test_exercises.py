@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from course_lib import attention, exercises
+from course_lib import attention
+from course_lib.exercises import _engine
 from course_lib.exercises import (
     CheckResult,
     ExerciseFailure,
@@ -309,7 +310,7 @@ def test_failure_renders_without_a_long_traceback():
 
 
 def test_engine_is_generic():
-    cases = [exercises.Case("two", (torch.tensor([2.0]),), names=("x",))]
-    assert exercises._run_cases("check_double", lambda x: 2 * x, lambda x: x + x, cases, "h")
+    cases = [_engine.Case("two", (torch.tensor([2.0]),), names=("x",))]
+    assert _engine._run_cases("check_double", lambda x: 2 * x, lambda x: x + x, cases, "h")
     with pytest.raises(ExerciseFailure, match=r"check_double: case 1 of 1 \(two; inputs: x=\(1,\)"):
-        exercises._run_cases("check_double", lambda x: 3 * x, lambda x: x + x, cases, "double it")
+        _engine._run_cases("check_double", lambda x: 3 * x, lambda x: x + x, cases, "double it")

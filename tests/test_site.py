@@ -6,99 +6,17 @@ maths must be typeset, and each explorer's numbers must change when its
 controls move. Uses Debian's chromium driven by Playwright.
 
 Outside CI, on a machine without Chromium or a built site, these tests skip
-with the reason; with CI=true they must run.
+with the reason; with CI=true they must run. Each chapter's explorers have their
+own module, test_site_<topic>.py, using the same fixtures (conftest.py).
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
-import shutil
-import threading
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SITE = ROOT / "_build" / "html"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync",
-                 "--disable-quic", "--disable-dev-shm-usage"]
-SKIP_PAGES = {"genindex.html"}
+from site_browser import ROOT, SITE, SKIP_PAGES, PageVisit, explorer_stat
 
 pytestmark = pytest.mark.site
-
-
-def _missing():
-    if not (SITE / "index.html").exists():
-        return f"the site is not built ({SITE}): run `make book`"
-    if not Path(CHROMIUM).exists():
-        return "Debian's chromium is not installed (apt-get install chromium)"
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed"
-    return None
-
-
-@pytest.fixture(scope="module")
-def server():
-    reason = _missing()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but the site test cannot run: {reason}")
-        pytest.skip(reason)
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture(scope="module")
-def browser(server, tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-class PageVisit:
-    """Opens one page, blocking and recording every request outside the site."""
-
-    def __init__(self, browser, base, path):
-        self.context = browser.new_context(viewport={"width": 1280, "height": 1000})
-        self.external, self.errors = [], []
-        self.context.route("**/*", self._route(base))
-        self.page = self.context.new_page()
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        self.page.on("response", lambda r: r.status >= 400 and self.errors.append(f"{r.status} {r.url}"))
-        self.page.goto(f"{base}/{path}", wait_until="load")
-        self.page.wait_for_load_state("networkidle")
-
-    def _route(self, base):
-        def handle(route):
-            url = route.request.url
-            if url.startswith(base) or url.startswith("data:") or url.startswith("blob:"):
-                route.continue_()
-            else:
-                self.external.append(url)
-                route.abort()
-        return handle
-
-    def close(self):
-        self.context.close()
 
 
 def _pages():
@@ -141,11 +59,6 @@ def test_search_finds_a_chapter(browser, server):
 
 # --- the explorers ---------------------------------------------------------
 
-def _stat(page, explorer, name):
-    cell = page.locator(f"[data-explorer='{explorer}'] [data-stat='{name}']").first
-    return float(cell.get_attribute("data-value"))
-
-
 def test_dk_explorer_reacts_without_a_kernel(browser, server):
     visit = PageVisit(browser, server, "book/05_scaled_dot_product_attention.html")
     page = visit.page
@@ -157,7 +70,7 @@ def test_dk_explorer_reacts_without_a_kernel(browser, server):
 
         # start unscaled at d_k = 64: the variance of the scores is about d_k
         assert not toggle.is_checked()
-        assert 40 < _stat(page, "dk", "variance") < 90
+        assert 40 < explorer_stat(page, "dk", "variance") < 90
         weights_before = root.locator("[data-panel='weights']").get_attribute("data-values")
 
         # d_k to the top (1024) with the keyboard: variance and saturation grow
@@ -165,17 +78,17 @@ def test_dk_explorer_reacts_without_a_kernel(browser, server):
         for _ in range(4):
             page.keyboard.press("ArrowRight")
         assert root.get_attribute("data-frame") == "10|0"
-        assert 800 < _stat(page, "dk", "variance") < 1300
-        assert _stat(page, "dk", "max_weight") > 0.9
+        assert 800 < explorer_stat(page, "dk", "variance") < 1300
+        assert explorer_stat(page, "dk", "max_weight") > 0.9
         assert root.locator("[data-panel='weights']").get_attribute("data-values") != weights_before
-        grad_unscaled = _stat(page, "dk", "grad_norm")
+        grad_unscaled = explorer_stat(page, "dk", "grad_norm")
 
         # scale by 1/sqrt(d_k): variance back to about 1, softmax no longer saturated
         toggle.check()
         assert root.get_attribute("data-frame") == "10|1"
-        assert 0.7 < _stat(page, "dk", "variance") < 1.3
-        assert _stat(page, "dk", "max_weight") < 0.6
-        assert _stat(page, "dk", "grad_norm") > 3 * grad_unscaled
+        assert 0.7 < explorer_stat(page, "dk", "variance") < 1.3
+        assert explorer_stat(page, "dk", "max_weight") < 0.6
+        assert explorer_stat(page, "dk", "grad_norm") > 3 * grad_unscaled
 
         # down to d_k = 1 with the keyboard: scaled and unscaled agree there
         slider.focus()

@@ -1,0 +1,29 @@
+"""Auto-checks for the exercises.
+
+Each ``check_*(fn)`` runs the learner's function on a few seeded inputs (edge cases included),
+compares the result with the library's reference implementation and reports:
+
+* success: prints ``✓ check_x: all N cases passed`` and returns a :class:`CheckResult`
+  (truthy; it displays nothing by itself, so a check as the last line of a cell prints once);
+* the learner's function still raises ``NotImplementedError`` (the student-edition stub):
+  raises :class:`ExerciseNotAttempted`, which is both an :class:`ExerciseFailure` and a
+  ``NotImplementedError``;
+* a wrong answer, a wrong shape or dtype, or an exception from the learner's code: raises
+  :class:`ExerciseFailure` (an ``AssertionError``) whose message names the failing case, its
+  input shapes, the expected vs. the received result, a likely cause when the mistake is a
+  common one, and a hint. Messages never show the reference implementation.
+
+Usage in a notebook::
+
+    from course_lib.exercises import check_scaled_dot_score
+    check_scaled_dot_score(my_scaled_dot_score)
+
+One module per topic (``attention.py``, ...) holds that chapter's checks; this package
+re-exports them all. To write a new check: describe the cases (:class:`Case`), pick a
+comparison (``_compare`` handles tensors and tuples of tensors) and, optionally, a function
+that recognises common mistakes; then call :func:`_run_cases` (all in ``_engine.py``).
+"""
+
+from ._engine import Case, CheckResult, ExerciseFailure, ExerciseNotAttempted  # noqa: F401
+from .attention import (check_attention, check_causal_mask, check_masked_softmax,  # noqa: F401
+                        check_scaled_dot_score)

@@ -1,0 +1,22 @@
+"""Explorers: interactive figures that also work on the static site.
+
+Every explorer is an anywidget widget rendered by one shared front end,
+``course_lib/static/explorer.js``. Python computes a *frame* (the data of every
+panel) for each combination of the control values, and the page switches between
+frames, so the explorer reacts with no kernel. With a kernel (Jupyter, Colab),
+moving a control also sets the matching trait in Python::
+
+    ex = DkExplorer()
+    ex                  # shows the explorer
+    ex.d_k, ex.scaled   # the values the learner picked
+    ex.frame()          # the numbers behind the current picture
+
+Each explorer also draws a static matplotlib figure (``ex.figure(...)``) for
+print, PDF and readers without JavaScript.
+
+The base class lives in ``base.py``; each chapter's explorers in a module named
+after the chapter's topic (``attention.py``, ...), all re-exported here.
+"""
+
+from .attention import D_K_OPTIONS, DkExplorer, dk_frame, softmax_gradient_norm  # noqa: F401
+from .base import STATIC, Explorer, frame_key  # noqa: F401

@@ -1,0 +1,97 @@
+"""Shared by the browser tests (test_site*.py): the built site served on localhost,
+Debian's Chromium driven by Playwright, and a page visit that blocks and records
+every request outside the site. The fixtures `server` and `browser` are in conftest.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "_build" / "html"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync",
+                 "--disable-quic", "--disable-dev-shm-usage"]
+SKIP_PAGES = {"genindex.html"}
+
+
+def _missing():
+    if not (SITE / "index.html").exists():
+        return f"the site is not built ({SITE}): run `make book`"
+    if not Path(CHROMIUM).exists():
+        return "Debian's chromium is not installed (apt-get install chromium)"
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed"
+    return None
+
+
+def serve_site():
+    reason = _missing()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but the site test cannot run: {reason}")
+        pytest.skip(reason)
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def launch_browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class PageVisit:
+    """Opens one page, blocking and recording every request outside the site."""
+
+    def __init__(self, browser, base, path):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        self.external, self.errors = [], []
+        self.context.route("**/*", self._route(base))
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("response", lambda r: r.status >= 400 and self.errors.append(f"{r.status} {r.url}"))
+        self.page.goto(f"{base}/{path}", wait_until="load")
+        self.page.wait_for_load_state("networkidle")
+
+    def _route(self, base):
+        def handle(route):
+            url = route.request.url
+            if url.startswith(base) or url.startswith("data:") or url.startswith("blob:"):
+                route.continue_()
+            else:
+                self.external.append(url)
+                route.abort()
+        return handle
+
+    def close(self):
+        self.context.close()
+
+
+def explorer_stat(page, explorer, name):
+    """The number an explorer shows for one statistic (its data-value attribute)."""
+    cell = page.locator(f"[data-explorer='{explorer}'] [data-stat='{name}']").first
+    return float(cell.get_attribute("data-value"))
