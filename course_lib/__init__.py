@@ -4,6 +4,8 @@ One module per topic; each chapter of the book studies one of them.
 
     rnn         RNN, LSTM and GRU cells and layers from their equations (torch.nn-compatible)
     attention   score functions, masked softmax, scaled dot-product attention, masks
+    data        generated tasks (dates, copy/reverse), Vocab, batching, the pydoc_data text corpus
+    train       the training loop (tqdm, seeding, device) and held-out metrics
     widgets     the explorers (anywidget) that also work on the static site
     viz         attention heatmaps and other figures
     exercises   auto-checks for the exercises
