@@ -6,6 +6,8 @@ One module per topic; each chapter of the book studies one of them.
     attention   score functions, masked softmax, scaled dot-product attention, masks
     data        generated tasks (dates, copy/reverse), Vocab, batching, the pydoc_data text corpus
     train       the training loop (tqdm, seeding, device) and held-out metrics
+    multihead   multi-head attention (torch.nn.MultiheadAttention-compatible)
+    positional  sinusoidal and learned positional encodings
     widgets     the explorers (anywidget) that also work on the static site
     viz         attention heatmaps and other figures
     exercises   auto-checks for the exercises

@@ -1,0 +1,98 @@
+"""Multi-head attention (Vaswani et al., 2017, section 3.2.2):
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Each head attends in its own d_k = d_model / h dimensional subspace. The h
+projections W_i^Q (d_model x d_k) side by side form one d_model x d_model
+matrix, so all heads are computed with one matmul per Q, K, V and a reshape
+(`split_heads`); `merge_heads` undoes the reshape before W^O. The parameter
+count, 4 d_model^2 (+ biases), does not depend on h.
+
+Parameters are named and shaped like torch.nn.MultiheadAttention's
+(in_proj_weight = [W^Q; W^K; W^V] stacked, in_proj_bias, out_proj), so its
+state dict loads into ours. Batch first; masks follow the course convention
+(bool True = allowed, or float added to the scores), broadcastable to
+(B, h, T, S): a padding mask from `attention.padding_mask` is (B, 1, 1, S),
+a causal mask (T, S).
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .attention import masked_softmax, scaled_dot_score
+
+__all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
+
+
+def split_heads(x, num_heads):
+    """(B, T, d_model) -> (B, h, T, d_k): head i gets features [i*d_k, (i+1)*d_k)."""
+    B, T, d_model = x.shape
+    if d_model % num_heads != 0:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    return x.view(B, T, num_heads, d_model // num_heads).transpose(1, 2)  # (B, h, T, d_k)
+
+
+def merge_heads(x):
+    """(B, h, T, d_k) -> (B, T, h * d_k): the heads' outputs side by side (Concat)."""
+    B, h, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, h * d_k)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, batch first, the same function as nn.MultiheadAttention.
+
+    forward(query (B, T, d_model), key (B, S, d_model), value (B, S, d_model), mask=None)
+        -> out (B, T, d_model), weights (B, h, T, S)
+
+    Self-attention passes the same tensor three times; cross-attention passes the
+    decoder states as `query` and the encoder states as `key` and `value`.
+    """
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        if num_heads < 1 or d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} must be a positive multiple of num_heads={num_heads}")
+        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * d_model, d_model))   # [W^Q; W^K; W^V]
+        self.in_proj_bias = nn.Parameter(torch.empty(3 * d_model)) if bias else None
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)                  # W^O
+        self.dropout = nn.Dropout(dropout)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """The initialisation of nn.MultiheadAttention."""
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if self.in_proj_bias is not None:
+            nn.init.zeros_(self.in_proj_bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    def project(self, query, key, value):
+        """Q = query W^Q + b^Q, etc., split into heads: each (B, h, T or S, d_k)."""
+        w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        b_q, b_k, b_v = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None,) * 3
+        q = split_heads(F.linear(query, w_q, b_q), self.num_heads)   # (B, h, T, d_k)
+        k = split_heads(F.linear(key, w_k, b_k), self.num_heads)     # (B, h, S, d_k)
+        v = split_heads(F.linear(value, w_v, b_v), self.num_heads)   # (B, h, S, d_k)
+        return q, k, v
+
+    def forward(self, query, key, value, mask=None):
+        self._check_inputs(query, key, value)
+        q, k, v = self.project(query, key, value)
+        scores = scaled_dot_score(q, k)                      # (B, h, T, S)
+        weights = masked_softmax(scores, mask)               # (B, h, T, S)
+        heads = self.dropout(weights) @ v                    # (B, h, T, d_k)
+        return self.out_proj(merge_heads(heads)), weights    # (B, T, d_model), (B, h, T, S)
+
+    def _check_inputs(self, query, key, value):
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(f"key and value need the same (B, S), got {tuple(key.shape)} and {tuple(value.shape)}")
+        if query.shape[0] != key.shape[0]:
+            raise ValueError(f"query and key need the same batch size, got {tuple(query.shape)} and {tuple(key.shape)}")
+
+    def extra_repr(self):
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}"

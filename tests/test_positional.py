@@ -1,0 +1,64 @@
+"""course_lib.positional: the sinusoidal formula, its properties, learned embeddings."""
+
+import math
+
+import pytest
+import torch
+
+from course_lib.positional import (LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
+                                   sinusoidal_encoding)
+
+
+def test_formula_entry_by_entry():
+    pe = sinusoidal_encoding(50, 16)
+    for pos in (0, 1, 7, 49):
+        for i in range(8):
+            w = 1 / 10000 ** (2 * i / 16)
+            assert pe[pos, 2 * i].item() == pytest.approx(math.sin(pos * w), abs=1e-5)
+            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos * w), abs=1e-5)
+
+
+def test_odd_d_model_keeps_the_last_sine():
+    pe = sinusoidal_encoding(10, 7)
+    assert pe.shape == (10, 7)
+    pos = torch.arange(10.0)
+    for i in range(3):
+        w = 1 / 10000 ** (2 * i / 7)
+        torch.testing.assert_close(pe[:, 2 * i], torch.sin(pos * w))
+        torch.testing.assert_close(pe[:, 2 * i + 1], torch.cos(pos * w))
+    torch.testing.assert_close(pe[:, 6], torch.sin(pos / 10000 ** (6 / 7)))
+
+
+def test_codes_are_unique_and_offsets_are_rotations():
+    pe = sinusoidal_encoding(200, 32)
+    assert torch.cdist(pe, pe).add(torch.eye(200) * 1e9).min() > 0.1   # no two positions alike
+    k = 5   # PE[pos + k] = M_k PE[pos] with M_k a block rotation independent of pos
+    i = torch.arange(16.0)
+    w = 10000 ** (-2 * i / 32)
+    cos, sin = torch.cos(k * w), torch.sin(k * w)
+    M = torch.zeros(32, 32)
+    M[0::2, 0::2] = torch.diag(cos)
+    M[0::2, 1::2] = torch.diag(sin)
+    M[1::2, 0::2] = torch.diag(-sin)
+    M[1::2, 1::2] = torch.diag(cos)
+    torch.testing.assert_close(pe[:-k] @ M.T, pe[k:], atol=1e-4, rtol=1e-4)
+
+
+def test_modules_add_the_encoding_and_reject_long_inputs():
+    x = torch.randn(2, 6, 8)
+    sin = SinusoidalPositionalEncoding(8, max_len=10)
+    torch.testing.assert_close(sin(x), x + sinusoidal_encoding(6, 8))
+    assert list(sin.parameters()) == [] and "pe" not in sin.state_dict()
+    learned = LearnedPositionalEmbedding(10, 8)
+    torch.testing.assert_close(learned(x), x + learned.embedding.weight[:6])
+    for module in (sin, learned):
+        with pytest.raises(ValueError, match="T=11 exceeds max_len=10"):
+            module(torch.randn(1, 11, 8))
+        with pytest.raises(ValueError, match=r"x must be \(B, T, d_model=8\)"):
+            module(torch.randn(6, 8))
+
+
+@pytest.mark.parametrize("args", [(0, 8), (5, 0), (5.0, 8)])
+def test_bad_sizes(args):
+    with pytest.raises(ValueError, match="must be a positive int"):
+        sinusoidal_encoding(*args)
