@@ -11,7 +11,11 @@
    anywidget's front end lives on this site (and points the widget manager's
    CDN fallback at this site too, so a missing module is a local 404, never a
    request to the internet).
-3. Removes the second `const THEBE_JS_URL` declaration that Jupyter Book 1
+3. Prunes the MathJax 3 distribution that sphinx-mathjax-offline copies (24 MB):
+   the combined bundles this site does not load (tex-svg.js, mml-chtml.js, ...)
+   and the SVG output go; the bundle in use, its lazily loaded TeX extensions,
+   CHTML fonts, the menu and the accessibility tools (a11y, sre) stay.
+4. Removes the second `const THEBE_JS_URL` declaration that Jupyter Book 1
    emits in every page (a console SyntaxError: redeclaration of a const).
 
 node_modules is looked up as Node does: next to the book, then in each parent
@@ -103,8 +107,34 @@ def drop_duplicate_inline_scripts(app, pagename, templatename, context, doctree)
             seen.add(body)
 
 
+# Top-level MathJax bundles: each is a complete entry point; a page loads one.
+MATHJAX_BUNDLES = ["tex-chtml.js", "tex-chtml-full.js", "tex-chtml-full-speech.js", "tex-mml-chtml.js",
+                   "tex-mml-svg.js", "tex-svg.js", "tex-svg-full.js", "mml-chtml.js", "mml-svg.js",
+                   "node-main.js"]
+MATHJAX_SVG_OUTPUT = ["output/svg", "output/svg.js"]
+
+
+def prune_mathjax(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    mathjax = Path(app.outdir) / "_static" / "mathjax"
+    in_use = Path(str(app.config.mathjax_path).split("?")[0]).name
+    if not mathjax.is_dir() or in_use not in MATHJAX_BUNDLES:
+        return  # not the offline MathJax, or a bundle we do not know: leave it alone
+    unused = [b for b in MATHJAX_BUNDLES if b != in_use]
+    if "svg" not in in_use:
+        unused += MATHJAX_SVG_OUTPUT
+    for rel in unused:
+        path = mathjax / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def setup(app):
     app.connect("builder-inited", check_node_modules)
     app.connect("html-page-context", drop_duplicate_inline_scripts, priority=100)
     app.connect("build-finished", copy_vendor)
+    app.connect("build-finished", prune_mathjax, priority=900)  # after sphinx-mathjax-offline copies it
     return {"parallel_read_safe": True, "parallel_write_safe": True}
