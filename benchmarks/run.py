@@ -4,11 +4,14 @@
     python benchmarks/run.py --quick          # fewer timing repeats
     python benchmarks/run.py --skip-notebooks # do not execute book/**/*.ipynb
     python benchmarks/run.py --only lstm      # only benchmarks whose function name contains "lstm"
+    python benchmarks/run.py --readme-only    # rewrite README's benchmark tables from results.json
 
 Prints one Markdown table per section and writes benchmarks/results.json, a list
 of records {"name", "value", "unit", "baseline", "ratio"}; baseline and ratio
 (value / baseline) are set where a comparison exists, measured in the same run.
 With --only, the new records replace those of the same name and the others are kept.
+Each record also notes its table ("section"). Every run rewrites the tables in README.md
+between the markers <!-- benchmarks:start --> and <!-- benchmarks:end -->.
 
 Each topic has a module `benchmarks/bench_<topic>.py` with a list
 BENCHMARKS = [(title, function)], where `function(args) -> list of records`
@@ -100,8 +103,13 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer timing repeats")
     parser.add_argument("--skip-notebooks", action="store_true", help="do not execute the notebooks")
     parser.add_argument("--only", help="run only benchmarks whose function name contains this")
+    parser.add_argument("--readme-only", action="store_true",
+                        help="measure nothing; rewrite README's tables from results.json")
     args = parser.parse_args(argv)
     args.failed = False
+    if args.readme_only:
+        write_readme(json.loads(RESULTS.read_text()))
+        return 0
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {sys.platform}\n")
     results = []
@@ -110,6 +118,8 @@ def main(argv=None):
             continue
         print(f"### {title}\n")
         records = benchmark(args)
+        for r in records:
+            r["section"] = title
         if records:
             print(markdown_table(records))
         print()
@@ -122,7 +132,26 @@ def main(argv=None):
     tmp.write_text(json.dumps(results, indent=2) + "\n")
     os.replace(tmp, RESULTS)
     print(f"wrote {len(results)} records to {RESULTS.relative_to(ROOT)}")
+    write_readme(results)
     return 1 if args.failed else 0
+
+
+def write_readme(results):
+    """Replace the tables between README's benchmark markers by the ones of `results`."""
+    readme = ROOT / "README.md"
+    start, end = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
+    text = readme.read_text()
+    if start not in text or end not in text:
+        print(f"(README.md has no {start} ... {end} markers: not updated)")
+        return
+    order = [title for title, _ in all_benchmarks()]
+    sections = sorted({r.get("section", "Other") for r in results},
+                      key=lambda t: order.index(t) if t in order else len(order))
+    tables = [f"#### {title}\n\n" + markdown_table([r for r in results if r.get("section", "Other") == title])
+              for title in sections]
+    head, rest = text.split(start, 1)
+    readme.write_text(head + start + "\n\n" + "\n\n".join(tables) + "\n\n" + end + rest.split(end, 1)[1])
+    print("updated the benchmark tables in README.md")
 
 
 if __name__ == "__main__":
