@@ -1,0 +1,603 @@
+"""Sequence to sequence with recurrent networks, with and without attention.
+
+An encoder reads the source x_1..x_S into states h_1..h_S; a decoder writes the
+target y_1..y_T one token at a time, each step fed the token it wrote before.
+
+    encoder      h_j = RNN(embed(x_j), h_{j-1})                                  (B, S, H_enc)
+    bridge       s_0 = tanh(W_init h_S)             the context vector starts the decoder
+
+Three decoders differ in what a step t sees of the source:
+
+    RNNDecoder (Sutskever et al., 2014; no attention): only s_0.
+        s_t = RNN(embed(y_{t-1}), s_{t-1});   p(y_t) = softmax(W_o s_t)
+
+    BahdanauDecoder (Bahdanau et al., 2015): a fresh context, scored with the PREVIOUS
+    state, read BEFORE the RNN step and fed INTO it.
+        a_tj = softmax_j(score(s_{t-1}, h_j));   c_t = sum_j a_tj h_j
+        s_t = RNN([embed(y_{t-1}); c_t], s_{t-1});   p(y_t) = softmax(W_o [s_t; c_t; embed(y_{t-1})])
+
+    LuongDecoder (Luong et al., 2015): the RNN steps first; the CURRENT state scores the
+    source; the context and the state make the "attentional hidden state" that feeds
+    the output layer (and, with input feeding, the next step).
+        s_t = RNN(embed(y_{t-1}) [; h~_{t-1}], s_{t-1})
+        a_tj = softmax_j(score(s_t, h_j));   c_t = sum_j a_tj h_j
+        h~_t = tanh(W_c [c_t; s_t]);   p(y_t) = softmax(W_s h~_t)
+    Local attention (window D) only looks at positions |j - p_t| <= D: p_t = t
+    ("monotonic", local-m) or p_t = S * sigmoid(v_p^T tanh(W_p s_t)) ("predictive",
+    local-p, whose weights are also multiplied by exp(-(j - p_t)^2 / (2 (D/2)^2))).
+
+Score functions (`make_score`) come from `course_lib.attention`: dot, scaled_dot,
+general, concat (= additive, Bahdanau's), location, cosine.
+
+Decoding: `greedy_decode` (the most likely token at every step) and `beam_search`
+(keep the K best partial outputs). Recurrent parts are `course_lib.rnn` cells and layers.
+
+Shapes: B batch, S source length, T target length, V target vocabulary,
+E embedding size, H decoder hidden size, H_enc = D * hidden (D = 2 if bidirectional).
+Padding: ids are right-padded with `pad_id`; `src_len` (B,) gives the true lengths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import attention as A
+from . import rnn
+
+__all__ = [
+    "SCORES",
+    "make_score",
+    "CosineScore",
+    "reverse_padded",
+    "Memory",
+    "Encoder",
+    "RNNDecoder",
+    "BahdanauDecoder",
+    "LuongDecoder",
+    "Seq2Seq",
+    "build_model",
+    "seq2seq_loss",
+    "sequence_log_prob",
+    "greedy_decode",
+    "beam_search",
+    "translate",
+    "evaluate",
+]
+
+SCORES = ("dot", "scaled_dot", "general", "concat", "location", "cosine")
+"""Score names accepted by `make_score` ("additive" is a synonym of "concat")."""
+
+CELLS = {"gru": (rnn.GRU, rnn.GRUCell), "lstm": (rnn.LSTM, rnn.LSTMCell)}
+
+
+# ---------------------------------------------------------------------------
+# 1. Score functions as modules: score(q (B, T_q, d_q), k (B, S, d_k)) -> (B, T_q, S)
+# ---------------------------------------------------------------------------
+
+class _FunctionScore(nn.Module):
+    """A parameter-free score function (dot, scaled dot) as a module."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, q, k):
+        return self.fn(q, k)
+
+    def extra_repr(self):
+        return self.fn.__name__
+
+
+class CosineScore(nn.Module):
+    """Cosine score with a learned temperature: exp(log_scale) * cos(q_i, k_j).
+
+    The cosine alone lies in [-1, 1], too flat for a sharp softmax; the learned
+    scale (initially `scale`) lets the model sharpen it. Uses `attention.cosine_score`.
+    """
+
+    def __init__(self, scale=5.0):
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.tensor(float(scale)).log())
+
+    def forward(self, q, k):
+        return A.cosine_score(q, k, scale=self.log_scale.exp())
+
+
+def make_score(name, d_q, d_k, d_hidden=None, max_src_len=None):
+    """The score module called `name` (one of SCORES), for queries of width d_q and keys d_k.
+
+        dot         q . k                      (needs d_q == d_k)
+        scaled_dot  q . k / sqrt(d_k)          (needs d_q == d_k)
+        general     q^T W k                    Luong
+        concat      v^T tanh(W_q q + W_k k)    Bahdanau's additive score (width d_hidden)
+        location    W q, from the query alone  Luong (needs max_src_len)
+        cosine      scale * cos(q, k)          with a learned scale (needs d_q == d_k)
+    """
+    name = "concat" if name == "additive" else name
+    if name not in SCORES:
+        raise ValueError(f"unknown score {name!r}; known: {list(SCORES)} (or 'additive')")
+    if name in ("dot", "scaled_dot", "cosine") and d_q != d_k:
+        raise ValueError(f"score {name!r} compares queries and keys directly, so d_q must equal "
+                         f"d_k; got d_q={d_q}, d_k={d_k} (use 'general' or 'concat')")
+    if name == "dot":
+        return _FunctionScore(A.dot_score)
+    if name == "scaled_dot":
+        return _FunctionScore(A.scaled_dot_score)
+    if name == "cosine":
+        return CosineScore()
+    if name == "general":
+        return A.GeneralScore(d_q, d_k)
+    if name == "concat":
+        return A.AdditiveScore(d_q, d_k, d_hidden or d_q)
+    if max_src_len is None:
+        raise ValueError("score 'location' scores positions 0..max_src_len-1: pass max_src_len")
+    return A.LocationScore(d_q, max_src_len)
+
+
+# ---------------------------------------------------------------------------
+# 2. The encoder and what the decoder may read of it
+# ---------------------------------------------------------------------------
+
+def reverse_padded(x, lengths):
+    """Reverse each sequence within its length, leaving the padding where it is.
+
+    x: (B, S, ...), lengths: (B,)  ->  (B, S, ...) with out[b, j] = x[b, len_b - 1 - j] for j < len_b
+    """
+    B, S = x.shape[:2]
+    j = torch.arange(S, device=x.device).expand(B, S)  # (B, S)
+    lengths = lengths.to(x.device)[:, None]
+    idx = torch.where(j < lengths, lengths - 1 - j, j)  # (B, S)
+    return x.gather(1, idx.view(B, S, *([1] * (x.dim() - 2))).expand_as(x))
+
+
+@dataclass
+class Memory:
+    """The encoder's output, as the decoder sees it.
+
+    outputs: (B, S, H_enc) the states h_1..h_S (zero at padding)
+    mask:    (B, S) bool, True at real source positions
+    final:   (B, H_enc) the last state h_S of each sequence: the "context vector"
+    lengths: (B,) source lengths
+    """
+    outputs: torch.Tensor
+    mask: torch.Tensor
+    final: torch.Tensor
+    lengths: torch.Tensor
+
+    def index(self, idx):
+        """The memory of the rows `idx` (e.g. each row repeated for the beams)."""
+        return Memory(self.outputs[idx], self.mask[idx], self.final[idx], self.lengths[idx])
+
+
+class Encoder(nn.Module):
+    """Embedding + a GRU or LSTM (course_lib.rnn), optionally bidirectional.
+
+    The backward direction reads each sequence from its own last token (not from
+    the padding): it is a forward RNN run on `reverse_padded` input.
+
+    forward(src (B, S) ids, src_len (B,)) -> Memory with outputs (B, S, D*hidden_size)
+    """
+
+    def __init__(self, vocab_size, emb_size, hidden_size, cell="gru", bidirectional=False, pad_id=0):
+        super().__init__()
+        _check_cell(cell)
+        layer = CELLS[cell][0]
+        self.cell, self.pad_id, self.bidirectional = cell, pad_id, bidirectional
+        self.hidden_size = hidden_size
+        self.output_size = hidden_size * (2 if bidirectional else 1)
+        self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
+        self.rnn = layer(emb_size, hidden_size)
+        self.rnn_backward = layer(emb_size, hidden_size) if bidirectional else None
+
+    def forward(self, src, src_len):
+        _check_ids("src", src)
+        src_len = _check_lengths(src_len, src)
+        mask = torch.arange(src.shape[1], device=src.device) < src_len.to(src.device)[:, None]  # (B, S)
+        x = self.embed(src)  # (B, S, E)
+        outputs = self.rnn(x)[0]  # (B, S, H)
+        if self.bidirectional:
+            backward = reverse_padded(self.rnn_backward(reverse_padded(x, src_len))[0], src_len)
+            outputs = torch.cat([outputs, backward], dim=-1)  # (B, S, 2H)
+        outputs = outputs * mask[..., None]  # zero at padding
+        last = (src_len.to(src.device) - 1).view(-1, 1, 1).expand(-1, 1, self.hidden_size)
+        final = outputs[..., : self.hidden_size].gather(1, last).squeeze(1)  # (B, H): forward h_S
+        if self.bidirectional:
+            final = torch.cat([final, outputs[:, 0, self.hidden_size:]], dim=-1)  # + backward h_1
+        return Memory(outputs, mask, final, src_len)
+
+
+# ---------------------------------------------------------------------------
+# 3. Decoders: init_state(memory) -> state; step(y_prev, state, memory) -> logits, state, weights
+# ---------------------------------------------------------------------------
+
+class _Decoder(nn.Module):
+    """What the three decoders share: embedding, recurrent cell, bridge, state handling.
+
+    A decoder state is a dict of (B, ...) tensors: "h" (and "c" for an LSTM), plus
+    what a decoder needs to carry (Luong's input feeding "feed", the step "t").
+    """
+
+    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, rnn_input_size,
+                 cell="gru", pad_id=0):
+        super().__init__()
+        _check_cell(cell)
+        self.cell_kind, self.hidden_size = cell, hidden_size
+        self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
+        self.cell = CELLS[cell][1](rnn_input_size, hidden_size)
+        self.bridge = nn.Linear(enc_size, hidden_size)  # s_0 = tanh(W_init h_S)
+
+    def init_state(self, memory):
+        h = torch.tanh(self.bridge(memory.final))  # (B, H)
+        state = {"h": h}
+        if self.cell_kind == "lstm":
+            state["c"] = torch.zeros_like(h)
+        return state
+
+    def _rnn(self, x, state):
+        """One step of the recurrent cell: returns the new state dict (other keys kept)."""
+        new = dict(state)
+        if self.cell_kind == "lstm":
+            new["h"], new["c"] = self.cell(x, (state["h"], state["c"]))
+        else:
+            new["h"] = self.cell(x, state["h"])
+        return new
+
+    def forward(self, tgt_in, state, memory):
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None."""
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            step_logits, state, w = self.step(tgt_in[:, t], state, memory)
+            logits.append(step_logits)
+            weights.append(w)
+        return torch.stack(logits, 1), (None if weights[0] is None else torch.stack(weights, 1))
+
+
+class RNNDecoder(_Decoder):
+    """No attention (Sutskever et al., 2014): the source reaches the decoder only through s_0.
+
+        s_t = RNN(embed(y_{t-1}), s_{t-1});   logits_t = W_o s_t
+    """
+
+    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, cell="gru", pad_id=0):
+        super().__init__(vocab_size, emb_size, hidden_size, enc_size, emb_size, cell, pad_id)
+        self.out = nn.Linear(hidden_size, vocab_size)
+
+    def step(self, y_prev, state, memory):
+        state = self._rnn(self.embed(y_prev), state)  # (B, H)
+        return self.out(state["h"]), state, None  # (B, V)
+
+
+class BahdanauDecoder(_Decoder):
+    """Bahdanau et al. (2015): score with the previous state, feed the context into the RNN.
+
+        a_t = softmax(score(s_{t-1}, h_1..h_S));   c_t = sum_j a_tj h_j
+        s_t = RNN([embed(y_{t-1}); c_t], s_{t-1})
+        logits_t = W_o [s_t; c_t; embed(y_{t-1})]
+    """
+
+    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, score="concat", cell="gru",
+                 pad_id=0, max_src_len=None):
+        super().__init__(vocab_size, emb_size, hidden_size, enc_size, emb_size + enc_size, cell,
+                         pad_id)
+        self.score = make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
+        self.out = nn.Linear(hidden_size + enc_size + emb_size, vocab_size)
+
+    def step(self, y_prev, state, memory):
+        e = self.embed(y_prev)  # (B, E)
+        scores = self.score(state["h"][:, None], memory.outputs)  # (B, 1, S), from s_{t-1}
+        context, weights = A.attend(scores, memory.outputs, memory.mask[:, None])  # (B, 1, H_enc)
+        context = context.squeeze(1)  # (B, H_enc)
+        state = self._rnn(torch.cat([e, context], -1), state)  # s_t: (B, H)
+        logits = self.out(torch.cat([state["h"], context, e], -1))  # (B, V)
+        return logits, state, weights.squeeze(1)  # weights: (B, S)
+
+
+class LuongDecoder(_Decoder):
+    """Luong et al. (2015): step first, score with the current state, attentional hidden state.
+
+        s_t = RNN(embed(y_{t-1}) [; h~_{t-1} with input_feeding], s_{t-1})
+        a_t = softmax(score(s_t, h_1..h_S))     (within |j - p_t| <= window if window)
+        c_t = sum_j a_tj h_j;   h~_t = tanh(W_c [c_t; s_t]);   logits_t = W_s h~_t
+
+    Without input feeding, the RNN does not depend on the attention, so teacher-forced
+    training runs the RNN over all T steps first and attends for all of them at once.
+    """
+
+    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, score="general", cell="gru",
+                 pad_id=0, max_src_len=None, window=None, local="predictive", input_feeding=False):
+        rnn_input = emb_size + (hidden_size if input_feeding else 0)
+        super().__init__(vocab_size, emb_size, hidden_size, enc_size, rnn_input, cell, pad_id)
+        if window is not None and (not isinstance(window, int) or window < 0):
+            raise ValueError(f"window must be None or an int >= 0, got {window!r}")
+        if local not in ("predictive", "monotonic"):
+            raise ValueError(f"local must be 'predictive' or 'monotonic', got {local!r}")
+        self.window, self.local, self.input_feeding = window, local, input_feeding
+        self.score = make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
+        self.W_c = nn.Linear(enc_size + hidden_size, hidden_size, bias=False)
+        self.out = nn.Linear(hidden_size, vocab_size)  # W_s
+        if window is not None and local == "predictive":
+            self.W_p = nn.Linear(hidden_size, hidden_size, bias=False)
+            self.v_p = nn.Linear(hidden_size, 1, bias=False)
+
+    def init_state(self, memory):
+        state = super().init_state(memory)
+        state["t"] = torch.zeros_like(memory.lengths)  # (B,) the step, for local-m
+        if self.input_feeding:
+            state["feed"] = torch.zeros_like(state["h"])  # h~_0 = 0
+        return state
+
+    def attention(self, s, memory, t):
+        """Attend from decoder states s (B, T, H) at steps t (B, T) -> context (B, T, H_enc), weights (B, T, S)."""
+        scores = self.score(s, memory.outputs)  # (B, T, S)
+        mask = memory.mask[:, None, :]  # (B, 1, S)
+        if self.window is None:
+            return A.attend(scores, memory.outputs, mask)
+        j = torch.arange(memory.outputs.shape[1], device=s.device)  # (S,)
+        if self.local == "monotonic":
+            p = t.to(s.dtype)  # (B, T): p_t = t
+        else:  # p_t = S * sigmoid(v_p^T tanh(W_p s_t)), S = the source length
+            p = memory.lengths[:, None].to(s.dtype) * torch.sigmoid(self.v_p(torch.tanh(self.W_p(s)))).squeeze(-1)
+        dist = j - p[..., None]  # (B, T, S)
+        weights = A.masked_softmax(scores, mask & (dist.abs() <= self.window))  # (B, T, S)
+        if self.local == "predictive":
+            sigma = max(self.window / 2, 0.5)
+            weights = weights * torch.exp(-dist**2 / (2 * sigma**2))
+        return weights @ memory.outputs, weights
+
+    def _output(self, context, s):
+        h_tilde = torch.tanh(self.W_c(torch.cat([context, s], -1)))  # (..., H)
+        return self.out(h_tilde), h_tilde
+
+    def step(self, y_prev, state, memory):
+        x = self.embed(y_prev)  # (B, E)
+        if self.input_feeding:
+            x = torch.cat([x, state["feed"]], -1)  # (B, E + H)
+        state = self._rnn(x, state)  # s_t: (B, H)
+        context, weights = self.attention(state["h"][:, None], memory, state["t"][:, None])
+        logits, h_tilde = self._output(context.squeeze(1), state["h"])  # (B, V), (B, H)
+        state["t"] = state["t"] + 1
+        if self.input_feeding:
+            state["feed"] = h_tilde
+        return logits, state, weights.squeeze(1)
+
+    def forward(self, tgt_in, state, memory):
+        if self.input_feeding:
+            return super().forward(tgt_in, state, memory)  # sequential: step by step
+        x = self.embed(tgt_in)  # (B, T, E)
+        s = []
+        for t in range(tgt_in.shape[1]):  # the RNN alone
+            state = self._rnn(x[:, t], state)
+            s.append(state["h"])
+        s = torch.stack(s, 1)  # (B, T, H)
+        t = state["t"][:, None] + torch.arange(tgt_in.shape[1], device=s.device)  # (B, T)
+        context, weights = self.attention(s, memory, t)  # all T steps at once
+        return self._output(context, s)[0], weights
+
+
+# ---------------------------------------------------------------------------
+# 4. The model, and how to train it
+# ---------------------------------------------------------------------------
+
+class Seq2Seq(nn.Module):
+    """An encoder and a decoder.
+
+    forward(src (B, S), src_len (B,), tgt_in (B, T)) -> logits (B, T, V), weights (B, T, S) or None
+    """
+
+    def __init__(self, encoder, decoder):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+
+    def encode(self, src, src_len):
+        return self.encoder(src, src_len)
+
+    def forward(self, src, src_len, tgt_in):
+        _check_ids("tgt_in", tgt_in)
+        if tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"src of shape {tuple(src.shape)} and tgt_in of shape "
+                             f"{tuple(tgt_in.shape)} must have the same batch size B")
+        memory = self.encode(src, src_len)
+        return self.decoder(tgt_in, self.decoder.init_state(memory), memory)
+
+
+def build_model(src_vocab_size, tgt_vocab_size, attention=None, score=None, hidden_size=64,
+                emb_size=32, cell="gru", bidirectional=False, pad_id=0, max_src_len=None,
+                window=None, local="predictive", input_feeding=False):
+    """A Seq2Seq model: attention=None (Sutskever), "bahdanau" or "luong".
+
+    score: the score function (default: "concat" for Bahdanau, "general" for Luong).
+    window, local, input_feeding: Luong's local attention and input feeding.
+    """
+    encoder = Encoder(src_vocab_size, emb_size, hidden_size, cell, bidirectional, pad_id)
+    common = dict(vocab_size=tgt_vocab_size, emb_size=emb_size, hidden_size=hidden_size,
+                  enc_size=encoder.output_size, cell=cell, pad_id=pad_id)
+    if attention is None:
+        if score is not None:
+            raise ValueError(f"score={score!r} needs an attention decoder (attention='bahdanau' or 'luong')")
+        decoder = RNNDecoder(**common)
+    elif attention == "bahdanau":
+        decoder = BahdanauDecoder(**common, score=score or "concat", max_src_len=max_src_len)
+    elif attention == "luong":
+        decoder = LuongDecoder(**common, score=score or "general", max_src_len=max_src_len,
+                               window=window, local=local, input_feeding=input_feeding)
+    else:
+        raise ValueError(f"attention must be None, 'bahdanau' or 'luong', got {attention!r}")
+    return Seq2Seq(encoder, decoder)
+
+
+def seq2seq_loss(model, batch, pad_id=0):
+    """Teacher-forced cross-entropy per target token (padding ignored).
+
+    batch: the dict of `data.encode_pairs` (src, src_len, tgt_in, tgt_out).
+    """
+    logits, _ = model(batch["src"], batch["src_len"], batch["tgt_in"])  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=pad_id)
+
+
+@torch.no_grad()
+def sequence_log_prob(model, src, src_len, tgt_in, tgt_out, pad_id=0):
+    """log p(y | x) of given targets, summed over their tokens: (B,)."""
+    logits, _ = model(src, src_len, tgt_in)  # (B, T, V)
+    logp = logits.log_softmax(-1).gather(-1, tgt_out.clamp_min(0)[..., None]).squeeze(-1)  # (B, T)
+    return (logp * (tgt_out != pad_id)).sum(-1)
+
+
+# ---------------------------------------------------------------------------
+# 5. Decoding: greedy and beam search
+# ---------------------------------------------------------------------------
+
+@torch.no_grad()
+def greedy_decode(model, src, src_len, bos_id, eos_id, max_len):
+    """Write the most likely token at every step, feeding it back.
+
+    -> tokens (B, max_len) (eos repeated after the first eos),
+       weights (B, max_len, S) or None (no attention),
+       log_prob (B,) the summed log-probability of each output up to its first eos.
+    """
+    memory = model.encode(src, src_len)
+    state = model.decoder.init_state(memory)
+    y = torch.full_like(src_len, bos_id, device=src.device)  # (B,)
+    done = torch.zeros_like(y, dtype=torch.bool)
+    tokens, weights = [], []
+    log_prob = torch.zeros(len(y), device=src.device)
+    for _ in range(max_len):
+        logits, state, w = model.decoder.step(y, state, memory)  # (B, V)
+        logp = logits.log_softmax(-1)
+        y = logp.argmax(-1)  # (B,)
+        log_prob += torch.where(done, 0.0, logp.gather(-1, y[:, None]).squeeze(-1))
+        y = torch.where(done, torch.full_like(y, eos_id), y)
+        done |= y == eos_id
+        tokens.append(y)
+        weights.append(w)
+        if bool(done.all()):
+            break
+    tokens = torch.stack(tokens, 1)
+    weights = None if weights[0] is None else torch.stack(weights, 1)
+    return tokens, weights, log_prob
+
+
+@torch.no_grad()
+def beam_search(model, src, src_len, bos_id, eos_id, max_len, beam_size=4, length_penalty=0.0):
+    """Keep the `beam_size` most likely partial outputs at every step.
+
+    At each step every beam is extended by every token; of the K*V candidates the
+    K with the highest summed log-probability survive. A finished beam (it wrote
+    eos) keeps its score and can only be extended by eos. At the end the beams are
+    ranked by log p / length^length_penalty (0: plain log-probability).
+
+    -> tokens (B, K, max_len) best first (eos after the end), scores (B, K) their
+       log-probabilities (before the length penalty).
+    """
+    B, K = src.shape[0], beam_size
+    if K < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    memory = model.encode(src, src_len)
+    rows = torch.arange(B, device=src.device).repeat_interleave(K)  # (B*K,): beam -> its source
+    memory = memory.index(rows)
+    state = model.decoder.init_state(memory)
+    y = torch.full((B * K,), bos_id, dtype=torch.long, device=src.device)
+    scores = torch.full((B, K), float("-inf"), device=src.device)
+    scores[:, 0] = 0.0  # one live beam at the start
+    done = torch.zeros(B, K, dtype=torch.bool, device=src.device)
+    tokens = torch.zeros(B, K, 0, dtype=torch.long, device=src.device)
+    lengths = torch.zeros(B, K, device=src.device)
+    for _ in range(max_len):
+        logits, state, _ = model.decoder.step(y, state, memory)
+        logp = logits.log_softmax(-1).view(B, K, -1)  # (B, K, V)
+        V = logp.shape[-1]
+        only_eos = torch.full_like(logp[0, 0], float("-inf"))
+        only_eos[eos_id] = 0.0
+        logp = torch.where(done[..., None], only_eos, logp)  # finished: eos, free
+        candidates = (scores[..., None] + logp).view(B, K * V)  # (B, K*V)
+        scores, idx = candidates.topk(K, dim=-1)  # (B, K)
+        beam, token = idx // V, idx % V  # which beam each survivor extends, with which token
+        tokens = torch.cat([tokens.gather(1, beam[..., None].expand_as(tokens)), token[..., None]], -1)
+        lengths = lengths.gather(1, beam) + (~done.gather(1, beam)).float()
+        done = done.gather(1, beam) | (token == eos_id)
+        flat = (torch.arange(B, device=src.device)[:, None] * K + beam).view(-1)  # (B*K,)
+        state = {k: v[flat] for k, v in state.items()}
+        y = token.view(-1)
+        if bool(done.all()):
+            break
+    ranked = scores / lengths.clamp_min(1) ** length_penalty if length_penalty else scores
+    order = ranked.argsort(-1, descending=True)  # (B, K)
+    tokens = tokens.gather(1, order[..., None].expand_as(tokens))
+    return tokens, scores.gather(1, order)
+
+
+def translate(model, sources, src_vocab, tgt_vocab, max_len=None, beam_size=1, batch_size=1000,
+              return_weights=False):
+    """Strings in, strings out: greedy (beam_size=1) or beam-search decoding, in eval mode.
+
+    With return_weights (greedy only): also the attention weights, a list of (T_i, S_i) tensors.
+    """
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    max_len = max_len or 2 * max(len(s) for s in sources) + 2
+    outputs, all_weights = [], []
+    for i in range(0, len(sources), batch_size):
+        chunk = sources[i:i + batch_size]
+        from .data import pad_batch  # local import: data imports nothing from here
+
+        src, src_len = pad_batch([src_vocab.encode(s) for s in chunk], src_vocab.pad_id)
+        src, src_len = src.to(device), src_len.to(device)
+        if beam_size == 1:
+            tokens, weights, _ = greedy_decode(model, src, src_len, tgt_vocab.bos_id, tgt_vocab.eos_id,
+                                               max_len)
+        else:
+            tokens = beam_search(model, src, src_len, tgt_vocab.bos_id, tgt_vocab.eos_id, max_len,
+                                 beam_size)[0][:, 0]
+            weights = None
+        texts = [tgt_vocab.decode(row) for row in tokens.cpu()]
+        outputs += texts
+        if return_weights and weights is not None:
+            for b, text in enumerate(texts):
+                all_weights.append(weights[b, : len(text) + 1, : len(chunk[b])].cpu())
+    model.train(was_training)
+    return (outputs, all_weights) if return_weights else outputs
+
+
+def evaluate(model, pairs, src_vocab, tgt_vocab, beam_size=1):
+    """Held-out metrics of (source, target) string pairs: exact match and per-position accuracy."""
+    from .train import exact_match, position_accuracy
+
+    predictions = translate(model, [s for s, _ in pairs], src_vocab, tgt_vocab,
+                            max_len=max(len(t) for _, t in pairs) + 2, beam_size=beam_size)
+    targets = [t for _, t in pairs]
+    return {"exact_match": exact_match(predictions, targets),
+            "position_accuracy": position_accuracy(predictions, targets)}
+
+
+# ---------------------------------------------------------------------------
+# Input checks
+# ---------------------------------------------------------------------------
+
+def _check_cell(cell):
+    if cell not in CELLS:
+        raise ValueError(f"cell must be one of {list(CELLS)}, got {cell!r}")
+
+
+def _check_ids(name, ids):
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}")
+    if ids.dtype != torch.long or ids.dim() != 2:
+        raise ValueError(f"{name} must be a (B, T) long tensor of token ids, got shape "
+                         f"{tuple(ids.shape)} and dtype {ids.dtype}")
+
+
+def _check_lengths(lengths, src):
+    lengths = torch.as_tensor(lengths)
+    B, S = src.shape
+    if lengths.shape != (B,):
+        raise ValueError(f"src_len must have shape (B,) = ({B},) for src of shape {tuple(src.shape)}, "
+                         f"got shape {tuple(lengths.shape)}")
+    if bool((lengths < 1).any()) or bool((lengths > S).any()):
+        raise ValueError(f"src_len must lie in 1..S = 1..{S} for src of shape {tuple(src.shape)}, "
+                         f"got {lengths.tolist()}")
+    return lengths
