@@ -5,6 +5,7 @@
     Encoder, Decoder   N layers stacked (and a final LayerNorm, as torch.nn.Transformer)
     Transformer    embeddings * sqrt(d_model) + positional encoding -> encoder -> decoder -> Linear
     greedy_decode, beam_search   generate a target sequence from a trained Transformer
+    kv_cache_step  one step of causal self-attention that reuses the keys and values of the past
     GPT            decoder-only: token + learned position embeddings -> N causal blocks -> Linear
 
 A sub-layer F (attention or the feed-forward network) is wrapped in a residual
@@ -35,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import causal_mask, padding_mask_from_tokens
-from .multihead import MultiHeadAttention
+from .multihead import MultiHeadAttention, merge_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "greedy_decode",
     "beam_search",
     "GPT",
+    "kv_cache_step",
     "count_parameters",
 ]
 
@@ -463,6 +465,26 @@ class GPT(nn.Module):
     def attention_weights(self):
         """One (B, h, T, T) tensor per block, from the last forward pass."""
         return [block.last_weights for block in self.blocks]
+
+
+def kv_cache_step(attn, x_t, cache=None):
+    """One step of causal self-attention with a key/value cache (for fast generation).
+
+    Generating token t with a full forward pass recomputes the keys and values of all
+    t - 1 earlier tokens, which have not changed. A cache keeps them: project only the
+    new token, append its key and value, and attend from its query to everything cached.
+
+    attn: a MultiHeadAttention; x_t: (B, 1, d_model); cache: None or (k, v), each (B, h, t, d_k)
+        -> out (B, 1, d_model), (k, v) each (B, h, t + 1, d_k)
+    Fed x[:, 0], x[:, 1], ... in turn, the outputs equal attn(x, x, x, causal_mask(T)).
+    """
+    q, k, v = attn.project(x_t, x_t, x_t)                       # each (B, h, 1, d_k)
+    if cache is not None:
+        k = torch.cat([cache[0], k], dim=2)                     # (B, h, t + 1, d_k)
+        v = torch.cat([cache[1], v], dim=2)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(attn.d_k), dim=-1)   # (B, h, 1, t + 1)
+    out = attn.out_proj(merge_heads(weights @ v))               # (B, 1, d_model)
+    return out, (k, v)
 
 
 def count_parameters(model):

@@ -27,3 +27,12 @@ that recognises common mistakes; then call :func:`_run_cases` (all in ``_engine.
 from ._engine import Case, CheckResult, ExerciseFailure, ExerciseNotAttempted  # noqa: F401
 from .attention import (check_attention, check_causal_mask, check_masked_softmax,  # noqa: F401
                         check_scaled_dot_score)
+from .multihead import (check_attention_flops, check_cross_attention,  # noqa: F401
+                        check_key_padding_mask, check_merge_heads, check_multihead_forward,
+                        check_self_attention, check_split_heads)
+from .positional import check_alibi_bias, check_shift_matrix, check_sinusoidal_encoding  # noqa: F401
+from .rnn import (check_bidirectional, check_bptt_jacobian, check_clip_grad_norm,  # noqa: F401
+                  check_cosine_similarity, check_gru_cell, check_rnn_forward, check_sample_next,
+                  check_set_forget_bias)
+from .transformer import (check_bits_per_char, check_decoder_layer, check_greedy_decode,  # noqa: F401
+                          check_kv_cache_step, check_shift_right, check_temperature_probs)
