@@ -271,3 +271,41 @@ def lm_batch(ids: torch.Tensor, batch_size: int, seq_len: int,
     offsets = torch.arange(seq_len + 1)                                               # (T+1,)
     windows = ids[start[:, None] + offsets]                                           # (B, T+1)
     return windows[:, :-1], windows[:, 1:]
+
+
+# ---------------------------------------------------------------------------
+# Batches of similar lengths (for recurrent encoder-decoders)
+# ---------------------------------------------------------------------------
+
+def length_batches(data: dict[str, torch.Tensor], batch_size: int, seed: int = 0,
+                   pool: int = 20) -> Iterator[dict[str, torch.Tensor]]:
+    """Endless mini-batches of `encode_pairs` tensors, grouped by source length and trimmed.
+
+    Each epoch shuffles the examples, cuts them into pools of `pool` batches, sorts each
+    pool by source length and cuts it into batches, whose order is shuffled again. Every
+    batch is trimmed to its own longest source and target, so a recurrent network steps
+    through fewer padding positions (the same examples, in a different grouping).
+    """
+    n = len(data["src"])
+    if batch_size < 1 or n < batch_size:
+        raise ValueError(f"need 1 <= batch_size <= number of examples ({n}), got {batch_size}")
+    g = torch.Generator().manual_seed(seed)
+    while True:
+        order = torch.randperm(n, generator=g)
+        groups = []
+        for i in range(0, n, batch_size * pool):
+            chunk = order[i:i + batch_size * pool]
+            chunk = chunk[data["src_len"][chunk].argsort(stable=True)]
+            groups += [chunk[j:j + batch_size] for j in range(0, len(chunk) - batch_size + 1, batch_size)]
+        for k in torch.randperm(len(groups), generator=g).tolist():
+            yield _trim({key: v[groups[k]] for key, v in data.items()})
+
+
+def _trim(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Cut the padding columns that no example of the batch needs."""
+    S = int(batch["src_len"].max())
+    T = int((batch["tgt_out"] != 0).sum(1).max()) if "tgt_out" in batch else None
+    out = dict(batch, src=batch["src"][:, :S])
+    if T is not None:
+        out["tgt_in"], out["tgt_out"] = batch["tgt_in"][:, :T], batch["tgt_out"][:, :T]
+    return out

@@ -247,6 +247,14 @@ class _Decoder(nn.Module):
             new["h"] = self.cell(x, state["h"])
         return new
 
+    def _unroll(self, x, state):
+        """The RNN alone over inputs x (B, T, E_in) -> states (B, T, H), final state."""
+        s = []
+        for t in range(x.shape[1]):
+            state = self._rnn(x[:, t], state)
+            s.append(state["h"])
+        return torch.stack(s, 1), state
+
     def forward(self, tgt_in, state, memory):
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None."""
         logits, weights = [], []
@@ -270,6 +278,10 @@ class RNNDecoder(_Decoder):
     def step(self, y_prev, state, memory):
         state = self._rnn(self.embed(y_prev), state)  # (B, H)
         return self.out(state["h"]), state, None  # (B, V)
+
+    def forward(self, tgt_in, state, memory):
+        s, _ = self._unroll(self.embed(tgt_in), state)  # (B, T, H), teacher forcing
+        return self.out(s), None  # (B, T, V)
 
 
 class BahdanauDecoder(_Decoder):
@@ -368,13 +380,8 @@ class LuongDecoder(_Decoder):
     def forward(self, tgt_in, state, memory):
         if self.input_feeding:
             return super().forward(tgt_in, state, memory)  # sequential: step by step
-        x = self.embed(tgt_in)  # (B, T, E)
-        s = []
-        for t in range(tgt_in.shape[1]):  # the RNN alone
-            state = self._rnn(x[:, t], state)
-            s.append(state["h"])
-        s = torch.stack(s, 1)  # (B, T, H)
-        t = state["t"][:, None] + torch.arange(tgt_in.shape[1], device=s.device)  # (B, T)
+        t = state["t"][:, None] + torch.arange(tgt_in.shape[1], device=tgt_in.device)  # (B, T)
+        s, _ = self._unroll(self.embed(tgt_in), state)  # (B, T, H): the RNN alone
         context, weights = self.attention(s, memory, t)  # all T steps at once
         return self._output(context, s)[0], weights
 

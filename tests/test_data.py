@@ -105,3 +105,23 @@ def test_lm_batch_targets_are_inputs_shifted():
     assert x.shape == y.shape == (4, 10) and (y == x + 1).all()
     with pytest.raises(ValueError, match="longer than seq_len=10"):
         lm_batch(torch.arange(5), 2, 10)
+
+
+def test_length_batches_group_similar_lengths_and_trim_padding():
+    pairs = data.copy_pairs(400, seed=0, min_len=1, max_len=30)
+    vocab = Vocab.from_text("abcdefghijklmnopqrstuvwxyz")
+    tensors = encode_pairs(pairs, vocab, vocab)
+    it = data.length_batches(tensors, 20, seed=0, pool=5)
+    seen, spreads = [], []
+    for _ in range(20):  # one epoch: 400 / 20 batches
+        b = next(it)
+        S, T = b["src"].shape[1], b["tgt_in"].shape[1]
+        assert S == int(b["src_len"].max()) and T == S + 1  # copy: target = source + <eos>
+        assert b["tgt_out"].shape == (20, T) and (b["tgt_out"] != 0).sum(1).max() == T
+        spreads.append(int(b["src_len"].max() - b["src_len"].min()))
+        for src, n in zip(b["src"].tolist(), b["src_len"].tolist()):
+            seen.append(vocab.decode(src[:n]))
+    assert sorted(seen) == sorted(s for s, _ in pairs)  # every example once per epoch
+    assert sum(spreads) / len(spreads) < 10  # random batches of lengths 1..30 spread ~27
+    with pytest.raises(ValueError, match="batch_size"):
+        next(data.length_batches(tensors, 500))
