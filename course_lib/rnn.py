@@ -49,6 +49,11 @@ __all__ = [
     "RNN",
     "LSTM",
     "GRU",
+    "set_forget_bias",
+    "CharLM",
+    "sample_next",
+    "generate",
+    "train_char_lm",
 ]
 
 NONLINEARITIES = {"tanh": torch.tanh, "relu": torch.relu}
@@ -427,6 +432,142 @@ class GRU(RecurrentLayer):
 
     def step(self, x_proj, h, weight_hh, bias_hh):
         return gru_step(x_proj, h, weight_hh, bias_hh)
+
+
+# ---------------------------------------------------------------------------
+# 4. A character-level language model, and sampling from it
+# ---------------------------------------------------------------------------
+
+LAYERS = {"rnn": RNN, "lstm": LSTM, "gru": GRU}
+
+
+def set_forget_bias(lstm, value):
+    """Set the forget gate's bias of every layer and direction of an LSTM (or LSTMCell) to `value`.
+
+    The gate sees b_if + b_hf (both biases are added), so the forget block
+    (rows H..2H, gate order i, f, g, o) of bias_ih is set to `value` and that of
+    bias_hh to 0. With value = 1, f = sigmoid(1 + ...) is about 0.73 at the
+    start of training: the cell keeps most of its memory by default
+    (Gers et al., 2000; Jozefowicz et al., 2015).
+    """
+    if not isinstance(lstm, (LSTM, LSTMCell)):
+        raise TypeError(f"lstm must be a course_lib LSTM or LSTMCell, got {type(lstm).__name__}")
+    if not lstm.bias:
+        raise ValueError("this LSTM was built with bias=False: it has no forget-gate bias to set")
+    H = lstm.hidden_size
+    with torch.no_grad():
+        for name, param in lstm.named_parameters():
+            if name.startswith("bias_ih"):
+                param[H:2 * H] = value  # the f block of b_ih
+            elif name.startswith("bias_hh"):
+                param[H:2 * H] = 0.0  # the f block of b_hh
+    return lstm
+
+
+class CharLM(nn.Module):
+    """Next-character model: embedding, recurrent layers, linear read-out.
+
+        e_t      = E[x_t]                      (B, T, embed_size)
+        h_t      = recurrent(e_1, ..., e_t)    (B, T, H)    kind: "rnn", "lstm" or "gru"
+        logits_t = h_t W_out^T + b_out         (B, T, V)    scores for the next character x_{t+1}
+
+    forward(x, hx=None, return_state=False): x (B, T) character ids -> logits (B, T, V),
+    and the final state too if return_state (to continue reading where x stopped).
+    forget_bias (LSTM only): the initial forget-gate bias, see `set_forget_bias`.
+    """
+
+    def __init__(self, vocab_size, kind="lstm", embed_size=32, hidden_size=128, num_layers=1,
+                 forget_bias=None):
+        super().__init__()
+        if kind not in LAYERS:
+            raise ValueError(f"kind must be one of {sorted(LAYERS)}, got {kind!r}")
+        _check_size("vocab_size", vocab_size)
+        self.kind = kind
+        self.embed = nn.Embedding(vocab_size, embed_size)
+        self.rnn = LAYERS[kind](embed_size, hidden_size, num_layers)
+        self.head = nn.Linear(hidden_size, vocab_size)
+        if forget_bias is not None:
+            if kind != "lstm":
+                raise ValueError(f"forget_bias is for kind='lstm' only, got kind={kind!r}")
+            set_forget_bias(self.rnn, forget_bias)
+
+    def forward(self, x, hx=None, return_state=False):
+        if not isinstance(x, torch.Tensor) or x.dtype != torch.long or x.dim() != 2:
+            got = f"{_shape(x)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must be a (B, T) tensor of character ids (torch.long), got {got}")
+        h, state = self.rnn(self.embed(x), hx)  # (B, T, H)
+        logits = self.head(h)  # (B, T, V)
+        return (logits, state) if return_state else logits
+
+
+def sample_next(logits, temperature=1.0, generator=None):
+    """Draw one id per row from softmax(logits / temperature).
+
+    temperature 1 samples the model's own distribution; below 1 sharpens it
+    (towards the most likely id), above 1 flattens it (towards uniform); 0 is
+    the limit: the argmax (greedy decoding).
+
+    logits: (B, V) -> ids: (B,) long
+    """
+    if not isinstance(temperature, numbers.Real) or temperature < 0:
+        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    probs = torch.softmax(logits / temperature, dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+
+
+@torch.no_grad()
+def generate(model, vocab, prompt, length, temperature=1.0, num_samples=1, generator=None):
+    """Continue `prompt` by `length` sampled characters, `num_samples` times.
+
+    The model reads the prompt once, then feeds each sampled character back in,
+    carrying its state. Returns a list of num_samples strings (prompt included).
+    """
+    if not prompt:
+        raise ValueError("prompt must hold at least one character")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    x = torch.tensor([vocab.encode(prompt)] * num_samples, device=device)  # (N, P)
+    logits, state = model(x, return_state=True)  # (N, P, V)
+    sampled = []
+    for _ in range(length):
+        nxt = sample_next(logits[:, -1], temperature, generator)  # (N,)
+        sampled.append(nxt)
+        logits, state = model(nxt[:, None], state, return_state=True)  # (N, 1, V)
+    model.train(was_training)
+    ids = torch.stack(sampled, dim=1).tolist() if sampled else [[]] * num_samples
+    return [prompt + vocab.decode(row) for row in ids]
+
+
+def train_char_lm(kind, corpus, steps, batch_size=32, seq_len=64, lr=3e-3, hidden_size=128,
+                  embed_size=32, forget_bias=None, seed=0, eval_every=0, eval_chars=None,
+                  progress=True):
+    """The course's character-level language model recipe: Adam, clipped gradients,
+    random windows of the training text, cross-entropy of the next character.
+
+    corpus: a course_lib.data.CharCorpus. Every `eval_every` steps (and at the end)
+    the validation loss (nats per character) is recorded in history.evals, on the
+    first `eval_chars` characters of corpus.val (all if None).
+    Returns (model, history) with history as in course_lib.train.fit.
+    """
+    from .data import lm_batch
+    from .train import fit, lm_heldout_loss, seed_everything
+
+    seed_everything(seed)
+    model = CharLM(len(corpus.vocab), kind, embed_size, hidden_size, forget_bias=forget_bias)
+    g = torch.Generator().manual_seed(seed)
+    val = corpus.val if eval_chars is None else corpus.val[:eval_chars]
+
+    def loss_fn(model, batch):
+        x, y = batch  # (B, T) each
+        return F.cross_entropy(model(x).flatten(0, 1), y.flatten())  # mean nats per character
+
+    history = fit(model, loss_fn, lambda step: lm_batch(corpus.train, batch_size, seq_len, g),
+                  steps=steps, lr=lr, clip=1.0, eval_fn=lambda m: lm_heldout_loss(m, val),
+                  eval_every=eval_every, progress=progress, desc=kind.upper())
+    return model, history
 
 
 # ---------------------------------------------------------------------------
