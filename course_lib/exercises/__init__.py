@@ -34,5 +34,7 @@ from .positional import check_alibi_bias, check_shift_matrix, check_sinusoidal_e
 from .rnn import (check_bidirectional, check_bptt_jacobian, check_clip_grad_norm,  # noqa: F401
                   check_cosine_similarity, check_gru_cell, check_rnn_forward, check_sample_next,
                   check_set_forget_bias)
+from .seq2seq import (check_additive_score, check_beam_step, check_greedy_search,  # noqa: F401
+                      check_local_weights, check_luong_step, check_sequence_loss)
 from .transformer import (check_bits_per_char, check_decoder_layer, check_greedy_decode,  # noqa: F401
                           check_kv_cache_step, check_shift_right, check_temperature_probs)

@@ -3,7 +3,7 @@
 // Python (course_lib.widgets) computes everything and sends a `spec`:
 //   { name, title, caption,
 //     controls: [{name, label, kind: "slider"|"select"|"toggle", options, labels}],
-//     panels:   [{kind: "histogram"|"bars"|"heatmap"|"lines"|"stats", key, title, ...}],
+//     panels:   [{kind: "histogram"|"bars"|"heatmap"|"heatmaps"|"lines"|"stats", key, title, ...}],
 //     frames:   { "<i0>|<i1>|...": { <panel key>: <panel data> } } }
 // A frame key is the list of the controls' option indices joined by "|".
 // Moving a control only switches frames, so the explorer works on the static
@@ -69,6 +69,17 @@ function label(box, panel) {
   if (panel.xlabel) text(box.g, box.W / 2, box.H + 27, panel.xlabel, { "text-anchor": "middle" });
 }
 
+// Lines of text (e.g. samples from a language model), preformatted, spanning the row.
+// d = {lines: [string], note}.
+function textPanel(el, panel, d) {
+  el.style.maxWidth = "none";
+  el.style.flexBasis = "100%";
+  const box = h("div", { class: "cl-text" }, el);
+  for (const line of d.lines) h("pre", { class: "cl-text-line" }, box).textContent = line;
+  if (d.note) h("div", { class: "cl-text-note" }, box).textContent = d.note;
+  el.dataset.values = JSON.stringify(d.lines);
+}
+
 const PANELS = {
   histogram(el, panel, d) {
     const ymax = panel.ymax ?? Math.max(...d.counts, 1e-12);
@@ -128,6 +139,21 @@ const PANELS = {
     el.dataset.values = JSON.stringify(d.matrix);
   },
 
+  // Small multiples: several heatmaps side by side (e.g. one per attention head), sharing
+  // row/column labels. d = {maps: [{title, matrix}], rows, cols}; the panel spans the row.
+  heatmaps(el, panel, d) {
+    el.style.maxWidth = "none";
+    el.style.flexBasis = "100%";
+    const grid = h("div", { class: "cl-heatmaps" }, el);
+    d.maps.forEach((m, k) => {
+      const item = h("div", { class: "cl-heatmaps-item", "data-map": k }, grid);
+      h("div", { class: "cl-heatmaps-title" }, item).textContent = m.title;
+      PANELS.heatmap(item, panel, { matrix: m.matrix, rows: d.rows, cols: d.cols });
+    });
+    el.dataset.count = String(d.maps.length);
+    el.dataset.values = JSON.stringify(d.maps.map((m) => m.matrix));
+  },
+
   stats(el, panel, d) {
     const table = h("table", { class: "cl-stats" }, el);
     for (const st of d) {
@@ -137,6 +163,7 @@ const PANELS = {
       td.textContent = fmt(st.value, st.digits ?? 3);
     }
   },
+  text: textPanel,
 };
 
 function makeControl(parent, ctl, index, onChange) {
