@@ -8,6 +8,8 @@ One module per topic; each chapter of the book studies one of them.
     train       the training loop (tqdm, seeding, device) and held-out metrics
     multihead   multi-head attention (torch.nn.MultiheadAttention-compatible)
     positional  sinusoidal and learned positional encodings
+    transformer encoder/decoder layers and stacks (torch.nn.Transformer*-compatible), Transformer,
+                greedy and beam search, a decoder-only GPT
     widgets     the explorers (anywidget) that also work on the static site
     viz         attention heatmaps and other figures
     exercises   auto-checks for the exercises
