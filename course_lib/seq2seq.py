@@ -53,6 +53,7 @@ __all__ = [
     "SCORES",
     "make_score",
     "CosineScore",
+    "local_weights",
     "reverse_padded",
     "Memory",
     "Encoder",
@@ -64,6 +65,7 @@ __all__ = [
     "seq2seq_loss",
     "sequence_log_prob",
     "greedy_decode",
+    "beam_step",
     "beam_search",
     "translate",
     "evaluate",
@@ -137,6 +139,27 @@ def make_score(name, d_q, d_k, d_hidden=None, max_src_len=None):
     if max_src_len is None:
         raise ValueError("score 'location' scores positions 0..max_src_len-1: pass max_src_len")
     return A.LocationScore(d_q, max_src_len)
+
+
+def local_weights(scores, mask, p, window, gaussian=True):
+    """Luong's local attention: a softmax only over the window |j - p_t| <= D around p_t,
+
+        a_tj = softmax_{|j' - p_t| <= D}(score_tj) * exp(-(j - p_t)^2 / (2 sigma^2)),  sigma = D / 2
+
+    (the Gaussian factor with gaussian=True, as in local-p; local-m uses p_t = t without it).
+    An empty window gives zero weights.
+
+    scores: (B, T, S), mask: (B, S) bool (True = real position), p: (B, T) window centres
+        ->  weights: (B, T, S)
+    """
+    j = torch.arange(scores.shape[-1], device=scores.device)  # (S,)
+    dist = j - p[..., None]  # (B, T, S): distance of each position from the centre
+    allowed = mask[:, None, :] & (dist.abs() <= window)  # (B, T, S)
+    weights = A.masked_softmax(scores, allowed)  # (B, T, S)
+    if gaussian:
+        sigma = max(window / 2, 0.5)
+        weights = weights * torch.exp(-dist**2 / (2 * sigma**2))
+    return weights
 
 
 # ---------------------------------------------------------------------------
@@ -349,16 +372,12 @@ class LuongDecoder(_Decoder):
         mask = memory.mask[:, None, :]  # (B, 1, S)
         if self.window is None:
             return A.attend(scores, memory.outputs, mask)
-        j = torch.arange(memory.outputs.shape[1], device=s.device)  # (S,)
         if self.local == "monotonic":
             p = t.to(s.dtype)  # (B, T): p_t = t
         else:  # p_t = S * sigmoid(v_p^T tanh(W_p s_t)), S = the source length
             p = memory.lengths[:, None].to(s.dtype) * torch.sigmoid(self.v_p(torch.tanh(self.W_p(s)))).squeeze(-1)
-        dist = j - p[..., None]  # (B, T, S)
-        weights = A.masked_softmax(scores, mask & (dist.abs() <= self.window))  # (B, T, S)
-        if self.local == "predictive":
-            sigma = max(self.window / 2, 0.5)
-            weights = weights * torch.exp(-dist**2 / (2 * sigma**2))
+        weights = local_weights(scores, memory.mask, p, self.window,
+                                gaussian=self.local == "predictive")  # (B, T, S)
         return weights @ memory.outputs, weights
 
     def _output(self, context, s):
@@ -488,6 +507,21 @@ def greedy_decode(model, src, src_len, bos_id, eos_id, max_len):
     return tokens, weights, log_prob
 
 
+def beam_step(scores, logp, beam_size):
+    """One step of beam search: extend every beam by every token, keep the best `beam_size`.
+
+        candidate (k, v) scores  scores[k] + log p(v | beam k)
+
+    scores: (B, K) log-probabilities of the beams so far, logp: (B, K, V) of the next token
+        ->  new scores (B, beam_size), beam (B, beam_size) which beam each survivor extends,
+            token (B, beam_size) the token it appends; best first.
+    """
+    B, K, V = logp.shape
+    candidates = (scores[..., None] + logp).reshape(B, K * V)  # (B, K*V)
+    new_scores, idx = candidates.topk(beam_size, dim=-1)  # (B, beam_size)
+    return new_scores, idx // V, idx % V
+
+
 @torch.no_grad()
 def beam_search(model, src, src_len, bos_id, eos_id, max_len, beam_size=4, length_penalty=0.0):
     """Keep the `beam_size` most likely partial outputs at every step.
@@ -516,13 +550,10 @@ def beam_search(model, src, src_len, bos_id, eos_id, max_len, beam_size=4, lengt
     for _ in range(max_len):
         logits, state, _ = model.decoder.step(y, state, memory)
         logp = logits.log_softmax(-1).view(B, K, -1)  # (B, K, V)
-        V = logp.shape[-1]
         only_eos = torch.full_like(logp[0, 0], float("-inf"))
         only_eos[eos_id] = 0.0
         logp = torch.where(done[..., None], only_eos, logp)  # finished: eos, free
-        candidates = (scores[..., None] + logp).view(B, K * V)  # (B, K*V)
-        scores, idx = candidates.topk(K, dim=-1)  # (B, K)
-        beam, token = idx // V, idx % V  # which beam each survivor extends, with which token
+        scores, beam, token = beam_step(scores, logp, K)  # (B, K) each
         tokens = torch.cat([tokens.gather(1, beam[..., None].expand_as(tokens)), token[..., None]], -1)
         lengths = lengths.gather(1, beam) + (~done.gather(1, beam)).float()
         done = done.gather(1, beam) | (token == eos_id)
