@@ -25,4 +25,5 @@ from .positional import PositionsExplorer, positions_frame  # noqa: F401
 from .rnn import (FORGET_BIAS_OPTIONS, GAIN_OPTIONS, NONLINEARITY_OPTIONS,  # noqa: F401
                   TEMPERATURE_OPTIONS, ForgetBiasExplorer, GradientFlowExplorer,
                   TemperatureExplorer, gradient_reach, hidden_jacobians, jacobian_norms)
+from .seq2seq import AlignmentExplorer, ScoreExplorer, alignment_frame, toy_score_frame  # noqa: F401
 from .transformer import LayerHeadExplorer, pattern_scores  # noqa: F401
