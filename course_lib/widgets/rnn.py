@@ -18,7 +18,7 @@ import torch
 import traitlets
 
 from .. import rnn, viz
-from .base import Explorer, _stat
+from .base import Explorer
 
 # ---------------------------------------------------------------------------
 # Shared helpers
@@ -28,6 +28,11 @@ from .base import Explorer, _stat
 def _sig(values, digits=4):
     """Floats rounded to `digits` significant digits (tiny and huge values survive, JSON stays small)."""
     return [float(f"{float(v):.{digits}g}") for v in values]
+
+
+def _sigstat(name, label, value, digits=3):
+    """A stats entry whose value keeps 4 significant digits (tiny gradients must not round to 0)."""
+    return {"name": name, "label": label, "value": _sig([value])[0], "digits": digits}
 
 
 def _geometric_mean(norms, dim=-1):
@@ -114,11 +119,11 @@ def gradient_flow_frame(gain, nonlinearity, steps=100, hidden_size=32, every=2, 
             {"label": "gain^t", "y": _sig(reference[shown].clamp(1 / clip, clip))},
         ]},
         "stats": [
-            _stat("norm_10", "‖∂h_10/∂h_0‖", norms[10], 4),
-            _stat("norm_50", "‖∂h_50/∂h_0‖", norms[50], 4),
-            _stat("norm_100", f"‖∂h_{steps}/∂h_0‖", norms[steps], 4),
-            _stat("factor", "factor per step (geometric mean)", norms[steps] ** (1 / steps), 3),
-            _stat("gain_power", f"gain^{steps}", gain ** steps, 4),
+            _sigstat("norm_10", "‖∂h_10/∂h_0‖", norms[10], 4),
+            _sigstat("norm_50", "‖∂h_50/∂h_0‖", norms[50], 4),
+            _sigstat("norm_100", f"‖∂h_{steps}/∂h_0‖", norms[steps], 4),
+            _sigstat("factor", "factor per step (geometric mean)", norms[steps] ** (1 / steps), 3),
+            _sigstat("gain_power", f"gain^{steps}", gain ** steps, 4),
         ],
     }
 
@@ -229,10 +234,10 @@ def forget_bias_frame(forget_bias, steps=100, rnn_reach=None, every=2, floor=1e-
         "reach": {"x": list(range(0, steps + 1, every)), "series": [
             {"label": label, "y": _sig(y[shown].clamp_min(floor))} for label, y in series]},
         "stats": [
-            _stat("forget_mean", "mean forget gate f at initialisation", lstm["forget_mean"], 3),
-            _stat("lstm_25", "LSTM: gradient 25 steps back", lstm["reach"][25], 4),
-            _stat("lstm_100", f"LSTM: gradient {steps} steps back", lstm["reach"][steps], 4),
-            _stat("rnn_25", "RNN: gradient 25 steps back", rnn_reach[25], 4),
+            _sigstat("forget_mean", "mean forget gate f at initialisation", lstm["forget_mean"], 3),
+            _sigstat("lstm_25", "LSTM: gradient 25 steps back", lstm["reach"][25], 4),
+            _sigstat("lstm_100", f"LSTM: gradient {steps} steps back", lstm["reach"][steps], 4),
+            _sigstat("rnn_25", "RNN: gradient 25 steps back", rnn_reach[25], 4),
         ],
     }
 
@@ -308,9 +313,9 @@ def temperature_frame(model, vocab, prompt, temperature, known_words, length=160
         "next": {"values": _sig(probs[order], 4), "highlight": 0},
         "samples": {"lines": samples, "note": f"bars, left to right: {labels}"},
         "stats": [
-            _stat("entropy", "entropy of the next character, bits", _entropy_bits(probs), 3),
-            _stat("top_prob", "probability of the most likely one", probs.max(), 3),
-            _stat("known_words", "share of sampled words seen in training",
+            _sigstat("entropy", "entropy of the next character, bits", _entropy_bits(probs), 3),
+            _sigstat("top_prob", "probability of the most likely one", probs.max(), 3),
+            _sigstat("known_words", "share of sampled words seen in training",
                   _known_word_share(samples, prompt, known_words), 3),
         ],
     }
