@@ -27,11 +27,14 @@ def test_heads_explorer_shows_one_map_per_head(browser, server):
         page.wait_for_selector("[data-explorer='heads'] [data-panel='maps'][data-count]", timeout=20000)
         root = page.locator("[data-explorer='heads']").first
         panel = root.locator("[data-panel='maps']")
-        select = root.locator("[data-control='heads'] select")
+        slider = root.locator("[data-control='heads'] input[type=range]")
         assert panel.get_attribute("data-count") == "2"            # starts at h = 2
         seen = {}
+        slider.focus()
+        page.keyboard.press("Home")                                # h = 1, then up with the keyboard
         for index, h in enumerate([1, 2, 4, 8]):
-            select.select_option(str(index))
+            if index:
+                page.keyboard.press("ArrowRight")
             assert root.get_attribute("data-frame").startswith(f"{index}|")
             maps = json.loads(panel.get_attribute("data-values"))
             assert panel.get_attribute("data-count") == str(h) and len(maps) == h
@@ -41,7 +44,7 @@ def test_heads_explorer_shows_one_map_per_head(browser, server):
             seen[h] = explorer_stat(page, "heads", "next")
         assert seen[1] < 0.85 < 0.95 < min(seen[2], seen[4], seen[8])   # the chapter's result
         before = panel.get_attribute("data-values")
-        root.locator("[data-control='example'] select").select_option("2")
+        root.locator("[data-control='example'] select").select_option(value="2")
         assert panel.get_attribute("data-values") != before
         assert visit.errors == [] and visit.external == []
     finally:
@@ -56,7 +59,7 @@ def test_masks_explorer_toggles_padding_and_causal(browser, server):
         root = page.locator("[data-explorer='masks']").first
         padding = root.locator("[data-control='padding'] input[type=checkbox]")
         causal = root.locator("[data-control='causal'] input[type=checkbox]")
-        root.locator("[data-control='sequence'] select").select_option("1")   # "dogs bark" + 4 pads
+        root.locator("[data-control='sequence'] select").select_option(value="1")   # "dogs bark" + 4 pads
         if padding.is_checked():
             padding.uncheck()
         assert root.get_attribute("data-frame") == "1|0|0"
@@ -99,9 +102,10 @@ def test_positions_explorer_reacts(browser, server):
         assert explorer_stat(page, "positions", "curve_spread") < 1e-6
         paper = explorer_stat(page, "positions", "similarity_10")
 
-        root.locator("[data-control='d_model'] select").select_option("3")   # d = 128
+        root.locator("[data-control='d_model'] input[type=range]").focus()
+        page.keyboard.press("End")                                             # d = 128
         assert len(_matrix(root, "table")[0]) == 128
-        root.locator("[data-control='base'] select").select_option("0")      # base 100
+        root.locator("[data-control='base'] select").select_option(value="0")      # base 100
         assert root.get_attribute("data-frame") == "3|0"
         assert explorer_stat(page, "positions", "similarity_10") < paper - 0.2
         curves = _matrix(root, "similarity")

@@ -48,7 +48,7 @@ class HeadsExplorer(Explorer):
                                  f"got shape {tuple(w.shape)}")
         stats = stats or {}
         controls = [
-            {"name": "heads", "label": "heads h", "kind": "select", "options": head_options},
+            {"name": "heads", "label": "heads h", "kind": "slider", "options": head_options},
             {"name": "example", "label": "input", "kind": "select",
              "options": list(range(n_examples)), "labels": ["".join(c) for c, _ in labels]},
         ]

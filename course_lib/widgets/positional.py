@@ -52,7 +52,7 @@ class PositionsExplorer(Explorer):
 
     def __init__(self, d_model=64, base=10000, n_positions=40, **kwargs):
         controls = [
-            {"name": "d_model", "label": "d_model", "kind": "select", "options": D_MODEL_OPTIONS},
+            {"name": "d_model", "label": "d_model", "kind": "slider", "options": D_MODEL_OPTIONS},
             {"name": "base", "label": "base of the frequencies", "kind": "select",
              "options": BASE_OPTIONS},
         ]
