@@ -4,6 +4,7 @@ One module per topic; each chapter of the book studies one of them.
 
     rnn         RNN, LSTM and GRU cells and layers from their equations (torch.nn-compatible)
     attention   score functions, masked softmax, scaled dot-product attention, masks
+    seq2seq     RNN encoder-decoder without attention, with Bahdanau and Luong attention; greedy and beam decoding
     data        generated tasks (dates, copy/reverse), Vocab, batching, the pydoc_data text corpus
     train       the training loop (tqdm, seeding, device) and held-out metrics
     multihead   multi-head attention (torch.nn.MultiheadAttention-compatible)
