@@ -1,0 +1,135 @@
+"""The Transformer: course_lib's model against torch.nn.Transformer, and the chapters' headline
+results (dates exact match; GPT vs LSTM held-out bits per character at an equal time budget)."""
+
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from common import record
+from course_lib import data, rnn, train
+from course_lib.attention import causal_mask
+from course_lib.transformer import GPT, Transformer, greedy_decode
+
+
+class TorchTransformer(nn.Module):
+    """The same model as course_lib's Transformer around torch.nn.Transformer: same embeddings,
+    positional encoding and output layer, the stacks from torch (post-LN, ReLU, batch_first)."""
+
+    def __init__(self, ours):
+        super().__init__()
+        self.ours = ours                          # shares the embeddings and the output layer
+        d = ours.d_model
+        self.body = nn.Transformer(d, ours.encoder.layers[0].self_attn.num_heads,
+                                   len(ours.encoder.layers), len(ours.decoder.layers),
+                                   ours.encoder.layers[0].linear1.out_features, dropout=0.0,
+                                   batch_first=True)
+        self.body.encoder.load_state_dict(ours.encoder.state_dict())
+        self.body.decoder.load_state_dict(ours.decoder.state_dict())
+
+    def forward(self, src, tgt_in):
+        o = self.ours
+        pad = src == o.pad_id
+        T = tgt_in.shape[1]
+        h = self.body(o.embed(o.src_embed, src), o.embed(o.tgt_embed, tgt_in), tgt_mask=~causal_mask(T),
+                      src_key_padding_mask=pad, memory_key_padding_mask=pad)
+        return o.out(h)
+
+
+def transformer_train_step_vs_torch(args):
+    """One training step (forward + backward + Adam step), course_lib vs torch.nn.Transformer,
+    same sizes and weights, CPU float32, batch 64 of dates (S <= 27, T = 11), d_model 64,
+    4 heads, 2 + 2 layers, d_ff 128, dropout 0 (in training mode torch takes no fused fast path,
+    so both run the same unfused operations; the difference is Python and our weights/masks)."""
+    torch.manual_seed(0)
+    pairs = data.date_pairs(64, seed=0)
+    sv, tv = data.Vocab.from_text([s for s, _ in pairs]), data.Vocab.from_text([t for _, t in pairs])
+    batch = data.encode_pairs(pairs, sv, tv)
+    ours = Transformer(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0)
+    theirs = TorchTransformer(Transformer(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0))
+    runners = {}
+    for name, model in (("ours", ours), ("torch", theirs)):
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step(model=model, opt=opt):
+            start = time.perf_counter()
+            logits = model(batch["src"], batch["tgt_in"])
+            loss = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return (time.perf_counter() - start) * 1e3
+        runners[name] = step
+    times = {name: [] for name in runners}
+    warmup, repeats = 3, 10 if args.quick else 40
+    for i in range(warmup + repeats):
+        for name in (list(runners) if i % 2 == 0 else list(reversed(runners))):   # interleaved
+            ms = runners[name]()
+            if i >= warmup:
+                times[name].append(ms)
+    ms = {name: statistics.median(t) for name, t in times.items()}
+    return [record("transformer_train_step_vs_torch", ms["ours"], "ms", baseline=ms["torch"])]
+
+
+def transformer_dates_exact_match(args):
+    """Chapter 9's date model and recipe (500 steps), held-out greedy exact match."""
+    torch.set_num_threads(1)
+    train.seed_everything(0)
+    train_pairs = data.date_pairs(12000, seed=0)
+    seen = set(train_pairs)
+    test_pairs = [p for p in data.date_pairs(1100, seed=1) if p not in seen][:1000]
+    sv = data.Vocab.from_text([s for s, _ in train_pairs])
+    tv = data.Vocab.from_text([t for _, t in train_pairs])
+    enc = data.encode_pairs(train_pairs, sv, tv)
+    model = Transformer(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=500, pct_start=0.1)
+    stream = data.batches({k: v for k, v in enc.items() if k != "src_len"}, 64, seed=0)
+
+    def loss_fn(m, b):
+        return F.cross_entropy(m(b["src"], b["tgt_in"]).flatten(0, 1), b["tgt_out"].flatten(), ignore_index=0)
+    history = train.fit(model, loss_fn, lambda s: next(stream), steps=500, optimizer=opt, scheduler=sched,
+                        progress=False)
+    out = greedy_decode(model, data.encode_pairs(test_pairs, sv, tv)["src"], 11, tv.bos_id, tv.eos_id)
+    em = train.exact_match([tv.decode(r) for r in out], [t for _, t in test_pairs])
+    return [record("transformer_dates_exact_match", em, "fraction"),
+            record("transformer_dates_train_seconds", history.seconds, "s")]
+
+
+def gpt_vs_lstm_heldout_bpc(args):
+    """Capstone: GPT vs LSTM char-LM, each trained for the same wall time (10 s, 1 thread), held-out
+    bits per character on char_corpus().val; value = GPT, baseline = LSTM."""
+    torch.set_num_threads(1)
+    corpus = data.char_corpus()
+    V = len(corpus.vocab)
+
+    def loss_fn(m, b):
+        x, y = b
+        return F.cross_entropy(m(x).flatten(0, 1), y.flatten())
+    train.seed_everything(0)
+    models = {"lstm": (rnn.CharLM(V, "lstm", embed_size=32, hidden_size=128), 3e-3),
+              "gpt": (GPT(V, d_model=64, num_heads=4, num_layers=2, d_ff=128, max_len=64), 6e-3)}
+    bpc, steps = {}, {}
+    for name, (model, lr) in models.items():
+        g = torch.Generator().manual_seed(0)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        start, n = time.perf_counter(), 0
+        while time.perf_counter() - start < 10.0:
+            train.fit(model, loss_fn, lambda s: data.lm_batch(corpus.train, 32, 64, g), steps=10,
+                      optimizer=opt, progress=False)
+            n += 10
+        bpc[name] = train.lm_heldout_loss(model, corpus.val, seq_len=64) / math.log(2)
+        steps[name] = n
+    return [record("gpt_vs_lstm_heldout_bpc", bpc["gpt"], "bits/char", baseline=bpc["lstm"]),
+            record("gpt_vs_lstm_heldout_bpc/gpt_steps", steps["gpt"], "steps", baseline=steps["lstm"])]
+
+
+BENCHMARKS = [
+    ("Transformer: course_lib vs torch.nn.Transformer, one training step (CPU float32, B=64, dates, "
+     "d_model=64, 4 heads, 2+2 layers)", transformer_train_step_vs_torch),
+    ("Transformer on dates: held-out exact match (chapter 9's recipe)", transformer_dates_exact_match),
+    ("GPT vs LSTM, 10 s each: held-out bits per character (value GPT, baseline LSTM)", gpt_vs_lstm_heldout_bpc),
+]
