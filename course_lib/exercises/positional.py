@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional
+from typing import Callable
 
 import torch
 
