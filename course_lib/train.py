@@ -77,7 +77,7 @@ def fit(model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor],
     next_batch = batches if callable(batches) else _cycle(batches)
     history = History()
     start = time.perf_counter()
-    bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, mininterval=1.0, leave=False)
+    bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, mininterval=1.0)
     for step in bar:
         model.train()
         loss = loss_fn(model, to_device(next_batch(step), device))

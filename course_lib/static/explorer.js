@@ -177,9 +177,11 @@ function makeControl(parent, ctl, index, onChange) {
     input.addEventListener("change", () => onChange(ctl.options.indexOf(input.checked)));
   } else if (ctl.kind === "select") {
     input = h("select", {}, wrap);
-    ctl.options.forEach((_, i) => { h("option", { value: i }, input).textContent = shown(i); });
-    input.value = index;
-    input.addEventListener("change", () => onChange(Number(input.value)));
+    // Each option's value is the text shown, so "4" means the option labelled 4 (not the
+    // option at position 4); the frame index is the selected option's position.
+    ctl.options.forEach((_, i) => { h("option", { value: shown(i) }, input).textContent = shown(i); });
+    input.selectedIndex = index;
+    input.addEventListener("change", () => onChange(input.selectedIndex));
   } else {
     input = h("input", { type: "range", min: 0, max: ctl.options.length - 1, step: 1 }, wrap);
     input.value = index;
@@ -242,6 +244,7 @@ function render({ model, el }) {
       if (i === index[c]) return;
       index[c] = i;
       if (ctl.kind === "toggle") input.checked = ctl.options[i] === true;
+      else if (ctl.kind === "select") input.selectedIndex = i;
       else input.value = i;
       const out = input.parentNode.querySelector("output");
       if (out) out.textContent = ctl.labels ? ctl.labels[i] : String(ctl.options[i]);
