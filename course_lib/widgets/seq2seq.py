@@ -62,7 +62,7 @@ def toy_score_frame(score, angle, length, modules):
     w = torch.softmax(s, -1)
     entropy = -(w * w.clamp_min(1e-300).log()).sum()
     return {
-        "scores": {"values": _round(s), "highlight": int(s.argmax())},
+        "scores": {"x": list(range(len(s))), "series": [{"label": "score", "y": _round(s)}]},
         "weights": {"values": _round(w), "highlight": int(w.argmax())},
         "stats": [
             _stat("argmax_key", "key with the largest weight", int(w.argmax()), 0),
@@ -101,7 +101,8 @@ class ScoreExplorer(Explorer):
             {"name": "length", "label": "query length", "kind": "slider", "options": TOY_LENGTHS},
         ]
         panels = [
-            {"kind": "bars", "key": "scores", "title": "scores of the 5 keys", "xlabel": "key"},
+            {"kind": "lines", "key": "scores", "title": "scores of the 5 keys (may be negative)",
+             "xlabel": "key"},
             {"kind": "bars", "key": "weights", "title": "softmax weights", "xlabel": "key",
              "ymax": 1.0},
             {"kind": "stats", "key": "stats", "title": "the numbers"},
