@@ -279,7 +279,7 @@ TEMPERATURE_OPTIONS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0]
 
 
 def _entropy_bits(probs):
-    return float(-(probs * probs.clamp_min(1e-30).log2()).sum())
+    return max(0.0, float(-(probs * probs.clamp_min(1e-30).log2()).sum()))  # no -0.0
 
 
 def _known_word_share(samples, prompt, known_words):
