@@ -40,6 +40,35 @@ def _geometric_mean(norms, dim=-1):
     return norms.clamp_min(1e-300).log().mean(dim).exp()
 
 
+class _LinesAndStatsExplorer(Explorer):
+    """An explorer with one log-scale lines panel and one stats panel."""
+
+    def figure(self, selections=None):
+        """Static fallback: the curves (on the explorer's axis range) and the numbers, one row
+        per selection (a dict of control values; default: the current values)."""
+        selections = selections or [{}]
+        lines, stats = self.spec["panels"]
+        fig, axes = plt.subplots(len(selections), 2, squeeze=False,
+                                 figsize=(9.5, 2.7 * len(selections)),
+                                 gridspec_kw={"width_ratios": [1.3, 1]})
+        for (ax, text_ax), selection in zip(axes, selections):
+            frame = self.frame(**selection)
+            data = frame[lines["key"]]
+            for k, series in enumerate(data["series"]):
+                ax.plot(data["x"], series["y"], color=viz.SERIES[k % len(viz.SERIES)],
+                        label=series["label"])
+            ax.set(yscale="log", ylim=(lines["ymin"], lines["ymax"]), xlabel=lines["xlabel"])
+            ax.set_ylabel(", ".join(f"{k}={v}" for k, v in selection.items()), fontsize=9)
+            ax.legend(fontsize=7)
+            text_ax.axis("off")
+            text_ax.text(0, 0.5, "\n".join(f"{s['label']}: {s['value']:.3g}" for s in frame[stats["key"]]),
+                         va="center", fontsize=9)
+        axes[0, 0].set_title(lines["title"], fontsize=9)
+        fig.suptitle(self.spec["title"], fontsize=11)
+        fig.tight_layout()
+        return fig
+
+
 # ---------------------------------------------------------------------------
 # Chapter 1: vanishing and exploding gradients in a vanilla RNN
 # ---------------------------------------------------------------------------
@@ -128,7 +157,7 @@ def gradient_flow_frame(gain, nonlinearity, steps=100, hidden_size=32, every=2, 
     }
 
 
-class GradientFlowExplorer(Explorer):
+class GradientFlowExplorer(_LinesAndStatsExplorer):
     """Pick the recurrent gain and the nonlinearity; watch ||dh_t/dh_0|| vanish or explode.
 
     Traits set by the controls: ``gain`` (GAIN_OPTIONS) and ``nonlinearity``
@@ -242,7 +271,7 @@ def forget_bias_frame(forget_bias, steps=100, rnn_reach=None, every=2, floor=1e-
     }
 
 
-class ForgetBiasExplorer(Explorer):
+class ForgetBiasExplorer(_LinesAndStatsExplorer):
     """Move the LSTM's initial forget-gate bias; watch how far back the gradient reaches.
 
     Trait set by the control: ``forget_bias`` (FORGET_BIAS_OPTIONS).
@@ -310,7 +339,7 @@ def temperature_frame(model, vocab, prompt, temperature, known_words, length=160
     shown = [vocab.itos[i] for i in order.tolist()]
     labels = " ".join(f"{c!r}" if c.strip() else repr(c) for c in shown)
     return {
-        "next": {"values": _sig(probs[order], 4), "highlight": 0},
+        "next": {"values": _sig(probs[order], 4), "highlight": 0, "labels": shown},
         "samples": {"lines": samples, "note": f"bars, left to right: {labels}"},
         "stats": [
             _sigstat("entropy", "entropy of the next character, bits", _entropy_bits(probs), 3),
@@ -364,15 +393,17 @@ class TemperatureExplorer(Explorer):
             frame = self.frame(**selection)
             values = frame["next"]["values"]
             row[0].bar(range(len(values)), values, color=viz.BLUE)
+            row[0].set_xticks(range(len(values)), [repr(c)[1:-1] or " " for c in frame["next"]["labels"]],
+                              fontsize=7, family="monospace")
             row[0].set_ylim(0, 1)
             temperature = selection.get("temperature", self.temperature)
             row[0].set_ylabel(f"temperature {temperature}", fontsize=9)
             row[1].axis("off")
-            stats = ", ".join(f"{s['label']}: {s['value']:.2f}" for s in frame["stats"])
+            stats = [f"{s['label']}: {s['value']:.2f}" for s in frame["stats"]]
             sample = frame["samples"]["lines"][0].replace("\n", "⏎ ")
-            lines = [sample[i:i + 90] for i in range(0, min(len(sample), 180), 90)]
-            row[1].text(0, 0.5, "\n".join(lines + [stats]), va="center", fontsize=8,
-                        family="monospace")
+            lines = [sample[i:i + 80] for i in range(0, min(len(sample), 160), 80)]
+            row[1].text(0, 0.5, "\n".join(["sample: " + lines[0], "        " + lines[-1], ""] + stats),
+                        va="center", fontsize=8, family="monospace")
         axes[0, 0].set_title(self.spec["panels"][0]["title"], fontsize=9)
         fig.tight_layout()
         return fig
