@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from site_browser import PageVisit, explorer_stat
+from site_browser import SITE, PageVisit, explorer_stat
 
 pytestmark = pytest.mark.site
 
@@ -15,12 +15,17 @@ CHAPTER_1 = "book/01_sequences_and_rnns.html"
 CHAPTER_2 = "book/02_lstm_and_gru.html"
 
 
+def _visit(browser, server, path):
+    assert (SITE / path).exists(), f"the built site has no {path}: rebuild it (make book)"
+    return PageVisit(browser, server, path)
+
+
 def _values(root, panel):
     return root.locator(f"[data-panel='{panel}']").get_attribute("data-values")
 
 
 def test_gradient_flow_explorer_reacts_without_a_kernel(browser, server):
-    visit = PageVisit(browser, server, CHAPTER_1)
+    visit = _visit(browser, server, CHAPTER_1)
     page = visit.page
     try:
         page.wait_for_selector("[data-explorer='gradient_flow'] [data-stat='norm_100']", timeout=20000)
@@ -57,7 +62,7 @@ def test_gradient_flow_explorer_reacts_without_a_kernel(browser, server):
 
 
 def test_forget_bias_explorer_reacts_without_a_kernel(browser, server):
-    visit = PageVisit(browser, server, CHAPTER_2)
+    visit = _visit(browser, server, CHAPTER_2)
     page = visit.page
     try:
         page.wait_for_selector("[data-explorer='forget_bias'] [data-stat='lstm_25']", timeout=20000)
@@ -87,7 +92,7 @@ def test_forget_bias_explorer_reacts_without_a_kernel(browser, server):
 
 
 def test_temperature_explorer_reacts_without_a_kernel(browser, server):
-    visit = PageVisit(browser, server, CHAPTER_2)
+    visit = _visit(browser, server, CHAPTER_2)
     page = visit.page
     try:
         page.wait_for_selector("[data-explorer='temperature'] [data-stat='entropy']", timeout=20000)
