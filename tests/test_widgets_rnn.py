@@ -89,6 +89,8 @@ def test_gradient_reach_starts_at_one_and_matches_autograd_at_one_step():
 def test_gradient_reach_rejects_unknown_kinds():
     with pytest.raises(ValueError, match="kind"):
         gradient_reach("transformer")
+    with pytest.raises(ValueError, match="nonlinearity"):
+        hidden_jacobians(torch.eye(2), torch.zeros(1, 3, 2), "sigmoid")
 
 
 # ---- the explorers ------------------------------------------------------------------------
@@ -214,6 +216,8 @@ def test_charlm_shapes_state_and_errors():
         rnn.CharLM(10, "gru", forget_bias=1.0)
     with pytest.raises(ValueError, match="character ids"):
         model(torch.randn(3, 5))
+    with pytest.raises(ValueError, match="vocab_size"):
+        rnn.CharLM(0)
 
 
 def test_set_forget_bias_on_cells_and_layers():
