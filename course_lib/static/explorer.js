@@ -177,9 +177,8 @@ function makeControl(parent, ctl, index, onChange) {
     input.addEventListener("change", () => onChange(ctl.options.indexOf(input.checked)));
   } else if (ctl.kind === "select") {
     input = h("select", {}, wrap);
-    // Each option's value is the text shown, so "4" means the option labelled 4 (not the
-    // option at position 4); the frame index is the selected option's position.
-    ctl.options.forEach((_, i) => { h("option", { value: shown(i) }, input).textContent = shown(i); });
+    // Each option's value is its position; the frame index is the selected option's position.
+    ctl.options.forEach((_, i) => { h("option", { value: i }, input).textContent = shown(i); });
     input.selectedIndex = index;
     input.addEventListener("change", () => onChange(input.selectedIndex));
   } else {
