@@ -2,8 +2,8 @@
 
 import torch
 import torch.nn.functional as F
-
 from common import compare_ms, record
+
 from course_lib.attention import causal_mask, scaled_dot_product_attention
 
 
@@ -21,8 +21,8 @@ def sdpa_vs_torch(args):
         q, k, v = (torch.randn(B, h, T, d, requires_grad=True) for _ in range(3))
         inputs = (q, k, v, torch.randn(B, h, T, d))
         ours, theirs = compare_ms(
-            lambda q, k, v: scaled_dot_product_attention(q, k, v, mask),
-            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+            lambda q, k, v, mask=mask: scaled_dot_product_attention(q, k, v, mask),
+            lambda q, k, v, mask=mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
             inputs, repeats=3 if args.quick else 10,
         )
         records.append(record(name, ours, "ms", baseline=theirs))

@@ -12,8 +12,8 @@ import time
 
 import torch
 import torch.nn as nn
-
 from common import record
+
 from course_lib.multihead import MultiHeadAttention
 
 

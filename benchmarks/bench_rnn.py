@@ -1,16 +1,15 @@
-"""Recurrent networks: course_lib's LSTM against torch.nn.LSTM, and the character-level
-language models of book/02_lstm_and_gru.ipynb (held-out bits per character)."""
+"""Recurrent networks: course_lib's LSTM against torch.nn.LSTM, and the summaries of the
+committed sweeps of chapters 1 and 2 (`benchmarks/sweeps_rnn.py` runs them)."""
 
 import statistics
 import time
 import warnings
 
-import math
-
 import torch
 
 from common import record
-from course_lib.rnn import CHAR_LM_RECIPE, LSTM, train_char_lm
+from course_lib.rnn import LSTM
+from sweeps_rnn import summary_records
 
 
 def lstm_vs_torch(args):
@@ -70,41 +69,9 @@ def lstm_vs_torch(args):
     ]
 
 
-def charlm_heldout_bpc(args):
-    """RNN, LSTM and GRU character-level language models on pydoc_data, trained exactly as in
-    book/02_lstm_and_gru.ipynb (course_lib.rnn.CHAR_LM_RECIPE: equal numbers of steps
-    calibrated to about equal wall time; seed 0; one thread, as the notebook sets), then
-    scored on the held-out test text.
-
-    charlm_heldout_bpc/<kind>: bits per character on the test split; baseline: the unigram
-    model (character frequencies of the training split, add-one smoothing) on the same text.
-    charlm_train_seconds/<kind>: wall time of that training here (steps + one validation pass);
-    baseline: the LSTM's, so the ratios show how equal the time budget was on this machine.
-    """
-    from course_lib.data import char_corpus
-    from course_lib.train import lm_heldout_loss
-
-    corpus = char_corpus()
-    counts = torch.bincount(corpus.train, minlength=len(corpus.vocab)).double() + 1
-    unigram_bpc = -(counts / counts.sum()).log2()[corpus.test].mean().item()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        bpc, seconds = {}, {}
-        for kind, recipe in CHAR_LM_RECIPE.items():
-            model, history = train_char_lm(kind, corpus, **recipe, lr=1e-2, seed=0, progress=False)
-            bpc[kind] = lm_heldout_loss(model, corpus.test) / math.log(2)
-            seconds[kind] = history.seconds
-    finally:
-        torch.set_num_threads(threads)
-    return ([record(f"charlm_heldout_bpc/{kind}", bpc[kind], "bpc", baseline=unigram_bpc) for kind in bpc]
-            + [record(f"charlm_train_seconds/{kind}", seconds[kind], "s", baseline=seconds["lstm"])
-               for kind in seconds])
-
-
 BENCHMARKS = [
     ("LSTM: course_lib vs torch (forward + backward, CPU float32, B=32, T=64, input 64, hidden 128)",
      lstm_vs_torch),
-    ("Character-level language models on pydoc_data (book/02_lstm_and_gru.ipynb): held-out bits per "
-     "character vs the unigram baseline, training time vs the LSTM's", charlm_heldout_bpc),
+    ("Recurrent networks: the committed sweeps of chapters 1 and 2 (mean over seeds, spread = "
+     "min to max; re-run with benchmarks/sweeps_rnn.py)", summary_records),
 ]

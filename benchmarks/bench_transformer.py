@@ -10,9 +10,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from common import record
-from course_lib import data, rnn, train
+from course_lib import data, recipes, train
 from course_lib.attention import causal_mask
-from course_lib.transformer import GPT, Transformer, greedy_decode
+from course_lib.charlm import CharLM
+from course_lib.gpt import GPT
+from course_lib.transformer import Transformer, greedy_decode
 
 
 class TorchTransformer(nn.Module):
@@ -83,16 +85,8 @@ def transformer_dates_exact_match(args):
     test_pairs = [p for p in data.date_pairs(1100, seed=1) if p not in seen][:1000]
     sv = data.Vocab.from_text([s for s, _ in train_pairs])
     tv = data.Vocab.from_text([t for _, t in train_pairs])
-    enc = data.encode_pairs(train_pairs, sv, tv)
     model = Transformer(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=500, pct_start=0.1)
-    stream = data.batches({k: v for k, v in enc.items() if k != "src_len"}, 64, seed=0)
-
-    def loss_fn(m, b):
-        return F.cross_entropy(m(b["src"], b["tgt_in"]).flatten(0, 1), b["tgt_out"].flatten(), ignore_index=0)
-    history = train.fit(model, loss_fn, lambda s: next(stream), steps=500, optimizer=opt, scheduler=sched,
-                        progress=False)
+    history = recipes.train_transformer(model, train_pairs, sv, tv, steps=500, progress=False)
     out = greedy_decode(model, data.encode_pairs(test_pairs, sv, tv)["src"], 11, tv.bos_id, tv.eos_id)
     em = train.exact_match([tv.decode(r) for r in out], [t for _, t in test_pairs])
     return [record("transformer_dates_exact_match", em, "fraction"),
@@ -110,7 +104,7 @@ def gpt_vs_lstm_heldout_bpc(args):
         x, y = b
         return F.cross_entropy(m(x).flatten(0, 1), y.flatten())
     train.seed_everything(0)
-    models = {"lstm": (rnn.CharLM(V, "lstm", embed_size=32, hidden_size=128), 3e-3),
+    models = {"lstm": (CharLM(V, "lstm", embed_size=32, hidden_size=128), 3e-3),
               "gpt": (GPT(V, d_model=64, num_heads=4, num_layers=2, d_ff=128, max_len=64), 6e-3)}
     bpc, steps = {}, {}
     for name, (model, lr) in models.items():

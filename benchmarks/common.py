@@ -1,14 +1,54 @@
-"""Helpers shared by the benchmark modules: records, interleaved timing, tables."""
+"""Helpers shared by the benchmark modules: records, interleaved timing, tables, sweeps."""
 
 import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
 
-def record(name, value, unit, baseline=None):
+def record(name, value, unit, baseline=None, **extra):
+    """A results.json record {"name", "value", "unit", "baseline", "ratio"} (+ optional fields)."""
     ratio = value / baseline if baseline else None
-    return {"name": name, "value": value, "unit": unit, "baseline": baseline, "ratio": ratio}
+    return {"name": name, "value": value, "unit": unit, "baseline": baseline, "ratio": ratio, **extra}
+
+
+@dataclass
+class SweepSpec:
+    """A sweep registered in a topic's SWEEPS = {name: SweepSpec(...)} (run by benchmarks/sweep.py).
+
+    run(point, seed, config) -> {metric: value} trains and evaluates one configuration with one
+    seed. points: the grid, a list of dicts of JSON values (each passed to run). config: the
+    settings shared by all points (JSON). recipe: "module:qualname" of the course_lib code that
+    run() calls (the run function itself is added by the runner); modules: the course_lib
+    modules that code depends on. Both, with config and points, make the fingerprint.
+    metrics: {metric: {"unit": ..., "higher_is_better": bool}}. records: [(metric, name format)]
+    for results.json, e.g. [("bpc", "charlm_heldout_bpc/{kind}/{steps}")]: one record per point.
+    """
+
+    title: str
+    run: Callable
+    points: list
+    config: dict
+    recipe: list
+    modules: list
+    metrics: dict
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    records: list = field(default_factory=list)
+    description: str = ""
+
+
+def sweep_records(spec, sweep):
+    """results.json records of a committed sweep: value = mean over seeds, with its spread
+    (std, min, max, n) and the sweep's name; one record per (point, records entry)."""
+    out = []
+    for metric, name_format in spec.records:
+        for point in sweep.points:
+            s = sweep.summary(metric, **point)
+            out.append(record(name_format.format(**point), s.mean, sweep.metrics[metric].get("unit", ""),
+                              std=s.std, min=s.min, max=s.max, n=s.n, sweep=sweep.name))
+    return out
 
 
 def fwd_bwd_ms(attention, q, k, v, grad_out):
@@ -33,13 +73,20 @@ def compare_ms(ours, theirs, inputs, repeats, warmup=2):
 
 
 def markdown_table(records):
+    """One Markdown table; a spread column (± std, [min, max], n seeds) when a record has one."""
     def fmt(x):
         if x is None:
             return ""
         return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3g}"
 
-    lines = ["| name | value | unit | baseline | ratio |", "|---|---:|---|---:|---:|"]
+    spread = any("n" in r for r in records)
+    head = "| name | value | unit | baseline | ratio |" + (" spread over seeds |" if spread else "")
+    lines = [head, "|---|---:|---|---:|---:|" + ("---|" if spread else "")]
     for r in records:
-        lines.append(f"| {r['name']} | {fmt(r['value'])} | {r['unit']} | "
-                     f"{fmt(r['baseline'])} | {fmt(r['ratio'])} |")
+        line = f"| {r['name']} | {fmt(r['value'])} | {r['unit']} | {fmt(r['baseline'])} | {fmt(r['ratio'])} |"
+        if spread and "n" in r:
+            line += f" ± {fmt(r['std'])} [{fmt(r['min'])}, {fmt(r['max'])}], n={r['n']} |"
+        elif spread:
+            line += " |"
+        lines.append(line)
     return "\n".join(lines)

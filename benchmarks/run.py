@@ -16,6 +16,12 @@ between the markers <!-- benchmarks:start --> and <!-- benchmarks:end -->.
 Each topic has a module `benchmarks/bench_<topic>.py` with a list
 BENCHMARKS = [(title, function)], where `function(args) -> list of records`
 (helpers in common.py). This file adds the notebook timings and page sizes.
+
+Sweeps (SWEEPS = {name: SweepSpec} in the same modules) are not re-run here: they take long
+and are committed as data by benchmarks/sweep.py. For each committed sweep this file records
+its summary, one record per point: value = the mean over seeds, plus "std", "min", "max", "n"
+and "sweep" (the README table gets a spread column). A stale sweep (its recipe changed since it
+was run) is reported and makes the exit status 1.
 """
 
 import argparse
@@ -32,10 +38,13 @@ sys.path.insert(0, str(ROOT))  # course_lib importable from a plain clone
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
+from common import markdown_table, record, sweep_records  # noqa: E402
+from sweep import problems  # noqa: E402
 
-from common import markdown_table, record  # noqa: E402
+from course_lib.evidence import read_sweep  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results.json"
+SWEEP_DIR = ROOT / "course_lib" / "sweeps"
 
 
 # ---------------------------------------------------------------------------
@@ -87,11 +96,37 @@ def page_sizes(args):
     return records
 
 
+# ---------------------------------------------------------------------------
+# Committed sweeps: their summaries (mean and spread over seeds), read from course_lib/sweeps/
+# ---------------------------------------------------------------------------
+
+def committed_sweep(name, spec):
+    """A benchmark function that reads the committed sweep `name` and returns its records."""
+    def summarize_sweep(args):
+        path = SWEEP_DIR / f"{name}.json"
+        if not path.exists():
+            print(f"(sweep {name} not committed yet: python benchmarks/sweep.py {name})")
+            return []
+        sweep = read_sweep(path)
+        for problem in problems(name, spec):
+            print(f"STALE {problem}")
+            args.failed = True
+        print(f"(committed sweep {name}: {len(sweep.seeds)} seeds, {sweep.date[:10]}, "
+              f"{sweep.wall_seconds / 60:.1f} min to re-run with `{sweep.command}`)")
+        return sweep_records(spec, sweep)
+
+    summarize_sweep.__name__ = f"sweep_{name}"
+    return summarize_sweep
+
+
 def all_benchmarks():
-    """The topic modules' benchmarks in file-name order, then notebooks and the site."""
+    """The topic modules' benchmarks and committed sweeps in file-name order, then notebooks and the site."""
     found = []
     for path in sorted((ROOT / "benchmarks").glob("bench_*.py")):
-        found += importlib.import_module(path.stem).BENCHMARKS
+        module = importlib.import_module(path.stem)
+        found += module.BENCHMARKS
+        found += [(f"{spec.title} (sweep {name}: mean over seeds and spread)", committed_sweep(name, spec))
+                  for name, spec in getattr(module, "SWEEPS", {}).items() if spec.records]
     return found + [
         ("Notebooks: seconds to run top to bottom", notebook_seconds),
         ("Built site: page sizes", page_sizes),

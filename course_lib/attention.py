@@ -23,11 +23,14 @@ a zero output row, never NaN.
 """
 
 import math
-import numbers
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from ._checks import (additive_mask, check_attention_tensor, check_int, check_key_length,
+                      check_last_dim, check_mask_lengths, check_query_key, check_query_key_value,
+                      check_scores_values, shape_of)
 
 __all__ = [
     "dot_score",
@@ -36,6 +39,9 @@ __all__ = [
     "GeneralScore",
     "AdditiveScore",
     "LocationScore",
+    "CosineScore",
+    "SCORES",
+    "make_score",
     "masked_softmax",
     "attend",
     "scaled_dot_product_attention",
@@ -54,7 +60,7 @@ def dot_score(q, k):
 
     q: (..., T_q, d), k: (..., T_k, d)  ->  scores: (..., T_q, T_k)
     """
-    _check_query_key(q, k)
+    check_query_key(q, k)
     return q @ k.transpose(-2, -1)  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
 
 
@@ -66,7 +72,7 @@ def scaled_dot_score(q, k):
 
     q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  scores: (..., T_q, T_k)
     """
-    _check_query_key(q, k)
+    check_query_key(q, k)
     d_k = q.shape[-1]
     # (q / sqrt(d_k)) k^T: the same numbers as dot_score(q, k) / sqrt(d_k), but
     # dividing the (T_q, d_k) queries is cheaper than dividing the (T_q, T_k) scores.
@@ -83,7 +89,7 @@ def cosine_score(q, k, scale=1.0, eps=1e-8):
 
     q: (..., T_q, d), k: (..., T_k, d)  ->  scores: (..., T_q, T_k)
     """
-    _check_query_key(q, k)
+    check_query_key(q, k)
     q_unit = F.normalize(q, dim=-1, eps=eps)  # (..., T_q, d), rows of length 1 (or 0)
     k_unit = F.normalize(k, dim=-1, eps=eps)  # (..., T_k, d)
     return scale * (q_unit @ k_unit.transpose(-2, -1))  # (..., T_q, T_k)
@@ -104,8 +110,8 @@ class GeneralScore(nn.Module):
         self.W = nn.Linear(d_k, d_q, bias=False)  # k -> W k
 
     def forward(self, q, k):
-        _check_last_dim("q", q, self.d_q, "d_q")
-        _check_last_dim("k", k, self.d_k, "d_k")
+        check_last_dim("q", q, self.d_q, "d_q")
+        check_last_dim("k", k, self.d_k, "d_k")
         return dot_score(q, self.W(k))  # q . (W k): (..., T_q, T_k)
 
 
@@ -125,9 +131,9 @@ class AdditiveScore(nn.Module):
         self.v = nn.Linear(d_hidden, 1, bias=False)
 
     def forward(self, q, k):
-        _check_query_key(q, k, same_d=False)
-        _check_last_dim("q", q, self.d_q, "d_q")
-        _check_last_dim("k", k, self.d_k, "d_k")
+        check_query_key(q, k, same_d=False)
+        check_last_dim("q", q, self.d_q, "d_q")
+        check_last_dim("k", k, self.d_k, "d_k")
         q_h = self.W_q(q).unsqueeze(-2)  # (..., T_q, 1, d_hidden)
         k_h = self.W_k(k).unsqueeze(-3)  # (..., 1, T_k, d_hidden)
         hidden = torch.tanh(q_h + k_h)  # (..., T_q, T_k, d_hidden)
@@ -154,12 +160,74 @@ class LocationScore(nn.Module):
         self.W = nn.Linear(d_q, T_k, bias=False)  # q -> W q
 
     def forward(self, q, k=None):
-        _check_last_dim("q", q, self.d_q, "d_q")
+        check_last_dim("q", q, self.d_q, "d_q")
         scores = self.W(q)  # (..., T_q, T_k)
         if k is None:
             return scores
-        _check_length("k", k, self.T_k)
+        check_key_length("k", k, self.T_k)
         return scores[..., : k.shape[-2]]  # (..., T_q, T) for keys of length T
+
+
+class CosineScore(nn.Module):
+    """Cosine score with a learned temperature: exp(log_scale) * cos(q_i, k_j).
+
+    The cosine alone lies in [-1, 1], too flat for a sharp softmax; the learned
+    scale (initially `scale`) lets the model sharpen it. Uses `cosine_score`.
+    """
+
+    def __init__(self, scale=5.0):
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.tensor(float(scale)).log())
+
+    def forward(self, q, k):
+        return cosine_score(q, k, scale=self.log_scale.exp())
+
+
+class _FunctionScore(nn.Module):
+    """A parameter-free score function (dot, scaled dot) as a module."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, q, k):
+        return self.fn(q, k)
+
+    def extra_repr(self):
+        return self.fn.__name__
+
+
+SCORES = ("dot", "scaled_dot", "general", "concat", "location", "cosine")
+"""Score names accepted by `make_score` ("additive" is a synonym of "concat")."""
+
+
+def make_score(name, d_q, d_k, d_hidden=None, max_src_len=None):
+    """The score module called `name` (one of SCORES), for queries of width d_q and keys d_k.
+
+        dot         q . k                      (needs d_q == d_k)
+        scaled_dot  q . k / sqrt(d_k)          (needs d_q == d_k)
+        general     q^T W k                    Luong
+        concat      v^T tanh(W_q q + W_k k)    Bahdanau's additive score (width d_hidden)
+        location    W q, from the query alone  Luong (needs max_src_len)
+        cosine      scale * cos(q, k)          with a learned scale (needs d_q == d_k)
+    """
+    name = "concat" if name == "additive" else name
+    if name not in SCORES:
+        raise ValueError(f"unknown score {name!r}; known: {list(SCORES)} (or 'additive')")
+    if name in ("dot", "scaled_dot", "cosine") and d_q != d_k:
+        raise ValueError(f"score {name!r} compares queries and keys directly, so d_q must equal "
+                         f"d_k; got d_q={d_q}, d_k={d_k} (use 'general' or 'concat')")
+    if name in ("dot", "scaled_dot"):
+        return _FunctionScore(dot_score if name == "dot" else scaled_dot_score)
+    if name == "cosine":
+        return CosineScore()
+    if name == "general":
+        return GeneralScore(d_q, d_k)
+    if name == "concat":
+        return AdditiveScore(d_q, d_k, d_hidden or d_q)
+    if max_src_len is None:
+        raise ValueError("score 'location' scores positions 0..max_src_len-1: pass max_src_len")
+    return LocationScore(d_q, max_src_len)
 
 
 # ---------------------------------------------------------------------------
@@ -180,10 +248,10 @@ def masked_softmax(scores, mask=None):
 
     scores: (..., T_q, T_k), mask: broadcastable to (..., T_q, T_k)  ->  weights: (..., T_q, T_k)
     """
-    _check_tensor("scores", scores)
+    check_attention_tensor("scores", scores)
     if mask is None:
         return torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
-    mask = _additive_mask(mask, scores)  # 0 where allowed, -inf where blocked
+    mask = additive_mask(mask, scores)  # 0 where allowed, -inf where blocked
     has_key = (mask > -math.inf).any(dim=-1, keepdim=True)  # (..., T_q, 1): any allowed key?
     scores = (scores + mask).masked_fill(~has_key, 0.0)  # empty rows: avoid softmax(-inf, ..., -inf)
     weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
@@ -199,7 +267,7 @@ def attend(scores, values, mask=None):
     scores: (..., T_q, T_k), values: (..., T_k, d_v), mask: broadcastable to scores
         ->  context: (..., T_q, d_v), weights: (..., T_q, T_k)
     """
-    _check_scores_values(scores, values)
+    check_scores_values(scores, values)
     weights = masked_softmax(scores, mask)  # (..., T_q, T_k)
     context = weights @ values  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
     return context, weights
@@ -219,7 +287,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     q: (..., T_q, d_k), k: (..., T_k, d_k), v: (..., T_k, d_v)
         ->  out: (..., T_q, d_v), weights: (..., T_q, T_k)
     """
-    _check_query_key_value(q, k, v)
+    check_query_key_value(q, k, v)
     scores = scaled_dot_score(q, k)  # (..., T_q, T_k)
     return attend(scores, v, mask)  # (..., T_q, d_v), (..., T_q, T_k)
 
@@ -243,8 +311,8 @@ def causal_mask(T_q, T_k=None, device=None):
             [ True,  True,  True]])
     """
     T_k = T_q if T_k is None else T_k
-    _check_positive_int("T_q", T_q)
-    _check_positive_int("T_k", T_k)
+    check_int("T_q", T_q)
+    check_int("T_k", T_k)
     return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril()  # (T_q, T_k)
 
 
@@ -260,7 +328,7 @@ def padding_mask(lengths, max_len=None):
     every head and every query: only keys are masked. Combine with a causal
     mask by `&`: causal_mask(T) & padding_mask(lengths) is (B, 1, T, T).
     """
-    lengths = _check_lengths(lengths, max_len)
+    lengths = check_mask_lengths(lengths, max_len)
     T = int(lengths.max()) if max_len is None else max_len
     positions = torch.arange(T, device=lengths.device)  # (T,)
     mask = positions < lengths[:, None]  # (B, T)
@@ -276,152 +344,5 @@ def padding_mask_from_tokens(tokens, pad_id):
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
     if tokens.dim() != 2:
-        raise ValueError(f"tokens must have shape (B, T), got shape {_shape(tokens)}")
+        raise ValueError(f"tokens must have shape (B, T), got shape {shape_of(tokens)}")
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
-
-
-# ---------------------------------------------------------------------------
-# Input checks: each raises a ValueError/TypeError naming the argument and shapes.
-# ---------------------------------------------------------------------------
-
-def _shape(x):
-    return str(tuple(x.shape))
-
-
-_LAYOUT = {
-    "q": "(..., T_q, d)",
-    "k": "(..., T_k, d)",
-    "v": "(..., T_k, d_v)",
-    "scores": "(..., T_q, T_k)",
-    "values": "(..., T_k, d_v)",
-}
-
-
-def _check_tensor(name, x):
-    """x must be a floating-point tensor with at least 2 dims, laid out as _LAYOUT[name]."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if x.dim() < 2:
-        raise ValueError(f"{name} must have shape {_LAYOUT[name]}, got shape {_shape(x)}")
-
-
-def _check_batch_dims(**tensors):
-    """The leading dims (all but the last two) must broadcast against each other."""
-    try:
-        torch.broadcast_shapes(*(x.shape[:-2] for x in tensors.values()))
-    except RuntimeError:
-        seen = ", ".join(f"{name} of shape {_shape(x)}" for name, x in tensors.items())
-        raise ValueError(f"the batch dims (all but the last two) of {seen} do not broadcast") from None
-
-
-def _check_same_dtype(**tensors):
-    dtypes = {x.dtype for x in tensors.values()}
-    if len(dtypes) > 1:
-        seen = ", ".join(f"{name} is {x.dtype}" for name, x in tensors.items())
-        raise TypeError(f"expected one dtype for all inputs, got: {seen}")
-
-
-def _check_query_key(q, k, same_d=True):
-    _check_tensor("q", q)
-    _check_tensor("k", k)
-    if same_d and q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q of shape {_shape(q)} and k of shape {_shape(k)} must have the same last "
-            f"dim d, got {q.shape[-1]} and {k.shape[-1]}"
-        )
-    _check_same_dtype(q=q, k=k)
-    _check_batch_dims(q=q, k=k)
-
-
-def _check_query_key_value(q, k, v):
-    _check_query_key(q, k)
-    _check_tensor("v", v)
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k of shape {_shape(k)} and v of shape {_shape(v)} must have the same "
-            f"number of positions T_k, got {k.shape[-2]} and {v.shape[-2]}"
-        )
-    _check_same_dtype(q=q, k=k, v=v)
-    _check_batch_dims(q=q, k=k, v=v)
-
-
-def _check_scores_values(scores, values):
-    _check_tensor("scores", scores)
-    _check_tensor("values", values)
-    if scores.shape[-1] != values.shape[-2]:
-        raise ValueError(
-            f"scores of shape {_shape(scores)} weigh {scores.shape[-1]} keys, so values "
-            f"must have shape (..., {scores.shape[-1]}, d_v), got {_shape(values)}"
-        )
-    _check_same_dtype(scores=scores, values=values)
-    _check_batch_dims(scores=scores, values=values)
-
-
-def _check_last_dim(name, x, expected, dim_name):
-    _check_tensor(name, x)
-    if x.shape[-1] != expected:
-        raise ValueError(
-            f"{name} of shape {_shape(x)} must have last dim {dim_name} = {expected}, "
-            f"got {x.shape[-1]}"
-        )
-
-
-def _check_length(name, x, max_len):
-    _check_tensor(name, x)
-    if x.shape[-2] > max_len:
-        raise ValueError(
-            f"{name} of shape {_shape(x)} has {x.shape[-2]} positions, more than the "
-            f"T_k = {max_len} this LocationScore was built for"
-        )
-
-
-def _additive_mask(mask, scores):
-    """Check `mask` against `scores` and return it as a float mask (0 / -inf for bool)."""
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"mask must be a bool or float torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(
-            f"mask must be bool (True = allowed) or floating-point (added to the scores), "
-            f"got dtype {mask.dtype}"
-        )
-    try:
-        fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {_shape(mask)} does not broadcast to the scores' shape "
-            f"{_shape(scores)} (..., T_q, T_k)"
-        )
-    if mask.dtype == torch.bool:
-        zeros = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
-        return zeros.masked_fill(~mask, -math.inf)
-    return mask.to(scores.dtype)
-
-
-def _check_positive_int(name, n):
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(n).__name__}")
-    if n <= 0:
-        raise ValueError(f"{name} must be a positive int, got {n}")
-
-
-def _check_lengths(lengths, max_len):
-    """Return `lengths` as a (B,) int64 tensor, after checking it and `max_len`."""
-    if not isinstance(lengths, torch.Tensor):
-        lengths = torch.as_tensor(lengths)
-    if lengths.dim() != 1 or lengths.numel() == 0:
-        raise ValueError(f"lengths must have shape (B,) with B >= 1, got shape {_shape(lengths)}")
-    if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
-        raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
-    if (lengths < 0).any():
-        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
-    if max_len is not None:
-        _check_positive_int("max_len", max_len)
-        if (lengths > max_len).any():
-            raise ValueError(f"lengths {lengths.tolist()} exceed max_len = {max_len}")
-    elif lengths.max() == 0:
-        raise ValueError("lengths are all 0: pass max_len to set the padded length T")
-    return lengths.long()

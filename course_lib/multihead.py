@@ -17,13 +17,19 @@ state dict loads into ours. Batch first; masks follow the course convention
 a causal mask (T, S).
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._checks import check_bool, check_divisible, check_prob, shape_of
 from .attention import masked_softmax, scaled_dot_score
 
-__all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
+__all__ = ["MultiHeadAttention", "KVCache", "split_heads", "merge_heads"]
 
 
 def split_heads(x, num_heads):
@@ -52,8 +58,9 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
-        if num_heads < 1 or d_model % num_heads != 0:
-            raise ValueError(f"d_model={d_model} must be a positive multiple of num_heads={num_heads}")
+        check_divisible(d_model, num_heads)
+        check_prob("dropout", dropout)
+        check_bool("bias", bias)
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.in_proj_weight = nn.Parameter(torch.empty(3 * d_model, d_model))   # [W^Q; W^K; W^V]
         self.in_proj_bias = nn.Parameter(torch.empty(3 * d_model)) if bias else None
@@ -77,9 +84,13 @@ class MultiHeadAttention(nn.Module):
         v = split_heads(F.linear(value, w_v, b_v), self.num_heads)   # (B, h, S, d_k)
         return q, k, v
 
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query, key, value, mask=None, cache=None):
+        """cache: a KVCache holding the keys and values of earlier positions (self-attention
+        during generation): the new ones are appended to it, and the queries attend to all."""
         self._check_inputs(query, key, value)
         q, k, v = self.project(query, key, value)
+        if cache is not None:
+            k, v = cache.extend(k, v)                        # (B, h, S_past + S, d_k)
         scores = scaled_dot_score(q, k)                      # (B, h, T, S)
         weights = masked_softmax(scores, mask)               # (B, h, T, S)
         heads = self.dropout(weights) @ v                    # (B, h, T, d_k)
@@ -87,8 +98,8 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query, key, value):
         for name, x in (("query", query), ("key", key), ("value", value)):
-            if x.dim() != 3 or x.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got shape {tuple(x.shape)}")
+            if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got shape {shape_of(x)}")
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(f"key and value need the same (B, S), got {tuple(key.shape)} and {tuple(value.shape)}")
         if query.shape[0] != key.shape[0]:
@@ -96,3 +107,24 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self):
         return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}"
+
+
+@dataclass
+class KVCache:
+    """The keys and values a self-attention layer has computed so far, each (B, h, T, d_k).
+
+    Generating token t with a full forward pass would recompute the keys and values of the
+    t - 1 earlier tokens, which have not changed; a cache keeps them, so each step projects
+    only the new token (`MultiHeadAttention.forward(..., cache=...)` extends it in place).
+    """
+    k: Optional[torch.Tensor] = None
+    v: Optional[torch.Tensor] = None
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[2]
+
+    def extend(self, k, v):
+        """Append new keys and values (B, h, T_new, d_k); return all of them."""
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+        return self.k, self.v

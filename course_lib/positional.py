@@ -52,9 +52,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
-        _check_input(x, self.d_model, self.max_len)
-        return self.dropout(x + self.pe[: x.shape[1]])   # (B, T, d) + (T, d)
+    def forward(self, x, start=0):
+        """x (B, T, d_model) at positions start..start+T-1 -> x + PE[start:start+T]."""
+        _check_input(x, self.d_model, self.max_len, start)
+        return self.dropout(x + self.pe[start: start + x.shape[1]])   # (B, T, d) + (T, d)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -66,21 +67,23 @@ class LearnedPositionalEmbedding(nn.Module):
     forward(x: (B, T, d_model)) -> (B, T, d_model)
     """
 
-    def __init__(self, max_len, d_model, dropout=0.0):
+    def __init__(self, d_model, max_len, dropout=0.0):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)   # as GPT-2
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
-        _check_input(x, self.d_model, self.max_len)
-        positions = torch.arange(x.shape[1], device=x.device)   # (T,)
+    def forward(self, x, start=0):
+        """x (B, T, d_model) at positions start..start+T-1 -> x + P[start:start+T]."""
+        _check_input(x, self.d_model, self.max_len, start)
+        positions = torch.arange(start, start + x.shape[1], device=x.device)   # (T,)
         return self.dropout(x + self.embedding(positions))      # (B, T, d) + (T, d)
 
 
-def _check_input(x, d_model, max_len):
+def _check_input(x, d_model, max_len, start=0):
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(f"x must be (B, T, d_model={d_model}), got shape {tuple(x.shape)}")
-    if x.shape[1] > max_len:
-        raise ValueError(f"sequence length T={x.shape[1]} exceeds max_len={max_len}")
+    if start + x.shape[1] > max_len:
+        raise ValueError(f"sequence length T={x.shape[1]} from position {start} exceeds "
+                         f"max_len={max_len}")

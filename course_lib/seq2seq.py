@@ -26,11 +26,9 @@ Three decoders differ in what a step t sees of the source:
     ("monotonic", local-m) or p_t = S * sigmoid(v_p^T tanh(W_p s_t)) ("predictive",
     local-p, whose weights are also multiplied by exp(-(j - p_t)^2 / (2 (D/2)^2))).
 
-Score functions (`make_score`) come from `course_lib.attention`: dot, scaled_dot,
-general, concat (= additive, Bahdanau's), location, cosine.
-
-Decoding: `greedy_decode` (the most likely token at every step) and `beam_search`
-(keep the K best partial outputs). Recurrent parts are `course_lib.rnn` cells and layers.
+Scores: `attention.make_score`. Recurrent parts: `course_lib.rnn`. Decoding: `course_lib.decoding`
+(greedy, beam, sampling) over `Seq2Seq.start` (encode) and `Seq2Seq.step` (one token);
+`translate` and `evaluate` turn strings into strings and held-out metrics.
 
 Shapes: B batch, S source length, T target length, V target vocabulary,
 E embedding size, H decoder hidden size, H_enc = D * hidden (D = 2 if bidirectional).
@@ -40,106 +38,25 @@ Padding: ids are right-padded with `pad_id`; `src_len` (B,) gives the true lengt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from . import attention as A
-from . import rnn
+from . import decoding, rnn
+from ._checks import check_bool, check_choice, check_ids, check_int, check_lengths, check_same_batch
 
-__all__ = [
-    "SCORES",
-    "make_score",
-    "CosineScore",
-    "local_weights",
-    "reverse_padded",
-    "Memory",
-    "Encoder",
-    "RNNDecoder",
-    "BahdanauDecoder",
-    "LuongDecoder",
-    "Seq2Seq",
-    "build_model",
-    "seq2seq_loss",
-    "sequence_log_prob",
-    "greedy_decode",
-    "beam_step",
-    "beam_search",
-    "translate",
-    "evaluate",
-]
-
-SCORES = ("dot", "scaled_dot", "general", "concat", "location", "cosine")
-"""Score names accepted by `make_score` ("additive" is a synonym of "concat")."""
+__all__ = ["local_weights", "reverse_padded", "Memory", "Encoder", "RNNDecoder", "BahdanauDecoder",
+           "LuongDecoder", "Seq2Seq", "build_model", "seq2seq_loss", "sequence_log_prob", "translate",
+           "evaluate"]
 
 CELLS = {"gru": (rnn.GRU, rnn.GRUCell), "lstm": (rnn.LSTM, rnn.LSTMCell)}
 
 
 # ---------------------------------------------------------------------------
-# 1. Score functions as modules: score(q (B, T_q, d_q), k (B, S, d_k)) -> (B, T_q, S)
+# 1. Luong's local attention: a window of the source
 # ---------------------------------------------------------------------------
-
-class _FunctionScore(nn.Module):
-    """A parameter-free score function (dot, scaled dot) as a module."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, q, k):
-        return self.fn(q, k)
-
-    def extra_repr(self):
-        return self.fn.__name__
-
-
-class CosineScore(nn.Module):
-    """Cosine score with a learned temperature: exp(log_scale) * cos(q_i, k_j).
-
-    The cosine alone lies in [-1, 1], too flat for a sharp softmax; the learned
-    scale (initially `scale`) lets the model sharpen it. Uses `attention.cosine_score`.
-    """
-
-    def __init__(self, scale=5.0):
-        super().__init__()
-        self.log_scale = nn.Parameter(torch.tensor(float(scale)).log())
-
-    def forward(self, q, k):
-        return A.cosine_score(q, k, scale=self.log_scale.exp())
-
-
-def make_score(name, d_q, d_k, d_hidden=None, max_src_len=None):
-    """The score module called `name` (one of SCORES), for queries of width d_q and keys d_k.
-
-        dot         q . k                      (needs d_q == d_k)
-        scaled_dot  q . k / sqrt(d_k)          (needs d_q == d_k)
-        general     q^T W k                    Luong
-        concat      v^T tanh(W_q q + W_k k)    Bahdanau's additive score (width d_hidden)
-        location    W q, from the query alone  Luong (needs max_src_len)
-        cosine      scale * cos(q, k)          with a learned scale (needs d_q == d_k)
-    """
-    name = "concat" if name == "additive" else name
-    if name not in SCORES:
-        raise ValueError(f"unknown score {name!r}; known: {list(SCORES)} (or 'additive')")
-    if name in ("dot", "scaled_dot", "cosine") and d_q != d_k:
-        raise ValueError(f"score {name!r} compares queries and keys directly, so d_q must equal "
-                         f"d_k; got d_q={d_q}, d_k={d_k} (use 'general' or 'concat')")
-    if name == "dot":
-        return _FunctionScore(A.dot_score)
-    if name == "scaled_dot":
-        return _FunctionScore(A.scaled_dot_score)
-    if name == "cosine":
-        return CosineScore()
-    if name == "general":
-        return A.GeneralScore(d_q, d_k)
-    if name == "concat":
-        return A.AdditiveScore(d_q, d_k, d_hidden or d_q)
-    if max_src_len is None:
-        raise ValueError("score 'location' scores positions 0..max_src_len-1: pass max_src_len")
-    return A.LocationScore(d_q, max_src_len)
-
 
 def local_weights(scores, mask, p, window, gaussian=True):
     """Luong's local attention: a softmax only over the window |j - p_t| <= D around p_t,
@@ -192,10 +109,6 @@ class Memory:
     final: torch.Tensor
     lengths: torch.Tensor
 
-    def index(self, idx):
-        """The memory of the rows `idx` (e.g. each row repeated for the beams)."""
-        return Memory(self.outputs[idx], self.mask[idx], self.final[idx], self.lengths[idx])
-
 
 class Encoder(nn.Module):
     """Embedding + a GRU or LSTM (course_lib.rnn), optionally bidirectional.
@@ -206,28 +119,29 @@ class Encoder(nn.Module):
     forward(src (B, S) ids, src_len (B,)) -> Memory with outputs (B, S, D*hidden_size)
     """
 
-    def __init__(self, vocab_size, emb_size, hidden_size, cell="gru", bidirectional=False, pad_id=0):
+    def __init__(self, vocab_size, embed_size, hidden_size, cell="gru", bidirectional=False, pad_id=0):
         super().__init__()
-        _check_cell(cell)
+        check_choice("cell", cell, CELLS)
         layer = CELLS[cell][0]
-        self.cell, self.pad_id, self.bidirectional = cell, pad_id, bidirectional
+        self.cell, self.pad_id = cell, pad_id
+        self.bidirectional = check_bool("bidirectional", bidirectional)
         self.hidden_size = hidden_size
         self.output_size = hidden_size * (2 if bidirectional else 1)
-        self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
-        self.rnn = layer(emb_size, hidden_size)
-        self.rnn_backward = layer(emb_size, hidden_size) if bidirectional else None
+        self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.rnn = layer(embed_size, hidden_size)
+        self.rnn_backward = layer(embed_size, hidden_size) if bidirectional else None
 
     def forward(self, src, src_len):
-        _check_ids("src", src)
-        src_len = _check_lengths(src_len, src)
-        mask = torch.arange(src.shape[1], device=src.device) < src_len.to(src.device)[:, None]  # (B, S)
+        check_ids("src", src)
+        src_len = check_lengths("src_len", src_len, src.shape[0], src.shape[1]).to(src.device)
+        mask = torch.arange(src.shape[1], device=src.device) < src_len[:, None]  # (B, S)
         x = self.embed(src)  # (B, S, E)
         outputs = self.rnn(x)[0]  # (B, S, H)
         if self.bidirectional:
             backward = reverse_padded(self.rnn_backward(reverse_padded(x, src_len))[0], src_len)
             outputs = torch.cat([outputs, backward], dim=-1)  # (B, S, 2H)
         outputs = outputs * mask[..., None]  # zero at padding
-        last = (src_len.to(src.device) - 1).view(-1, 1, 1).expand(-1, 1, self.hidden_size)
+        last = (src_len - 1).view(-1, 1, 1).expand(-1, 1, self.hidden_size)
         final = outputs[..., : self.hidden_size].gather(1, last).squeeze(1)  # (B, H): forward h_S
         if self.bidirectional:
             final = torch.cat([final, outputs[:, 0, self.hidden_size:]], dim=-1)  # + backward h_1
@@ -235,28 +149,28 @@ class Encoder(nn.Module):
 
 
 # ---------------------------------------------------------------------------
-# 3. Decoders: init_state(memory) -> state; step(y_prev, state, memory) -> logits, state, weights
+# 3. Decoders: init_state(memory) -> state; step(y_prev, state) -> logits, state, weights
 # ---------------------------------------------------------------------------
 
 class _Decoder(nn.Module):
     """What the three decoders share: embedding, recurrent cell, bridge, state handling.
 
-    A decoder state is a dict of (B, ...) tensors: "h" (and "c" for an LSTM), plus
-    what a decoder needs to carry (Luong's input feeding "feed", the step "t").
+    A decoder state is a dict: "h" (and "c" for an LSTM) (B, H), the encoder's "memory",
+    and what a decoder needs to carry (Luong's step "t" and input feeding "feed").
     """
 
-    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, rnn_input_size,
+    def __init__(self, vocab_size, embed_size, hidden_size, enc_size, rnn_input_size,
                  cell="gru", pad_id=0):
         super().__init__()
-        _check_cell(cell)
+        check_choice("cell", cell, CELLS)
         self.cell_kind, self.hidden_size = cell, hidden_size
-        self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
+        self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.cell = CELLS[cell][1](rnn_input_size, hidden_size)
         self.bridge = nn.Linear(enc_size, hidden_size)  # s_0 = tanh(W_init h_S)
 
     def init_state(self, memory):
         h = torch.tanh(self.bridge(memory.final))  # (B, H)
-        state = {"h": h}
+        state = {"h": h, "memory": memory}
         if self.cell_kind == "lstm":
             state["c"] = torch.zeros_like(h)
         return state
@@ -278,11 +192,11 @@ class _Decoder(nn.Module):
             s.append(state["h"])
         return torch.stack(s, 1), state
 
-    def forward(self, tgt_in, state, memory):
+    def forward(self, tgt_in, state):
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None."""
         logits, weights = [], []
         for t in range(tgt_in.shape[1]):
-            step_logits, state, w = self.step(tgt_in[:, t], state, memory)
+            step_logits, state, w = self.step(tgt_in[:, t], state)
             logits.append(step_logits)
             weights.append(w)
         return torch.stack(logits, 1), (None if weights[0] is None else torch.stack(weights, 1))
@@ -294,15 +208,15 @@ class RNNDecoder(_Decoder):
         s_t = RNN(embed(y_{t-1}), s_{t-1});   logits_t = W_o s_t
     """
 
-    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, cell="gru", pad_id=0):
-        super().__init__(vocab_size, emb_size, hidden_size, enc_size, emb_size, cell, pad_id)
+    def __init__(self, vocab_size, embed_size, hidden_size, enc_size, cell="gru", pad_id=0):
+        super().__init__(vocab_size, embed_size, hidden_size, enc_size, embed_size, cell, pad_id)
         self.out = nn.Linear(hidden_size, vocab_size)
 
-    def step(self, y_prev, state, memory):
+    def step(self, y_prev, state):
         state = self._rnn(self.embed(y_prev), state)  # (B, H)
         return self.out(state["h"]), state, None  # (B, V)
 
-    def forward(self, tgt_in, state, memory):
+    def forward(self, tgt_in, state):
         s, _ = self._unroll(self.embed(tgt_in), state)  # (B, T, H), teacher forcing
         return self.out(s), None  # (B, T, V)
 
@@ -315,14 +229,15 @@ class BahdanauDecoder(_Decoder):
         logits_t = W_o [s_t; c_t; embed(y_{t-1})]
     """
 
-    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, score="concat", cell="gru",
+    def __init__(self, vocab_size, embed_size, hidden_size, enc_size, score="concat", cell="gru",
                  pad_id=0, max_src_len=None):
-        super().__init__(vocab_size, emb_size, hidden_size, enc_size, emb_size + enc_size, cell,
-                         pad_id)
-        self.score = make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
-        self.out = nn.Linear(hidden_size + enc_size + emb_size, vocab_size)
+        super().__init__(vocab_size, embed_size, hidden_size, enc_size, embed_size + enc_size,
+                         cell, pad_id)
+        self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
+        self.out = nn.Linear(hidden_size + enc_size + embed_size, vocab_size)
 
-    def step(self, y_prev, state, memory):
+    def step(self, y_prev, state):
+        memory = state["memory"]
         e = self.embed(y_prev)  # (B, E)
         scores = self.score(state["h"][:, None], memory.outputs)  # (B, 1, S), from s_{t-1}
         context, weights = A.attend(scores, memory.outputs, memory.mask[:, None])  # (B, 1, H_enc)
@@ -343,16 +258,16 @@ class LuongDecoder(_Decoder):
     training runs the RNN over all T steps first and attends for all of them at once.
     """
 
-    def __init__(self, vocab_size, emb_size, hidden_size, enc_size, score="general", cell="gru",
+    def __init__(self, vocab_size, embed_size, hidden_size, enc_size, score="general", cell="gru",
                  pad_id=0, max_src_len=None, window=None, local="predictive", input_feeding=False):
-        rnn_input = emb_size + (hidden_size if input_feeding else 0)
-        super().__init__(vocab_size, emb_size, hidden_size, enc_size, rnn_input, cell, pad_id)
-        if window is not None and (not isinstance(window, int) or window < 0):
-            raise ValueError(f"window must be None or an int >= 0, got {window!r}")
-        if local not in ("predictive", "monotonic"):
-            raise ValueError(f"local must be 'predictive' or 'monotonic', got {local!r}")
-        self.window, self.local, self.input_feeding = window, local, input_feeding
-        self.score = make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
+        rnn_input = embed_size + (hidden_size if input_feeding else 0)
+        super().__init__(vocab_size, embed_size, hidden_size, enc_size, rnn_input, cell, pad_id)
+        if window is not None:
+            check_int("window", window, minimum=0)
+        check_choice("local", local, ("predictive", "monotonic"))
+        self.window, self.local = window, local
+        self.input_feeding = check_bool("input_feeding", input_feeding)
+        self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
         self.W_c = nn.Linear(enc_size + hidden_size, hidden_size, bias=False)
         self.out = nn.Linear(hidden_size, vocab_size)  # W_s
         if window is not None and local == "predictive":
@@ -367,15 +282,15 @@ class LuongDecoder(_Decoder):
         return state
 
     def attention(self, s, memory, t):
-        """Attend from decoder states s (B, T, H) at steps t (B, T) -> context (B, T, H_enc), weights (B, T, S)."""
+        """Attend from states s (B, T, H) at steps t (B, T) -> context (B, T, H_enc), weights (B, T, S)."""
         scores = self.score(s, memory.outputs)  # (B, T, S)
-        mask = memory.mask[:, None, :]  # (B, 1, S)
         if self.window is None:
-            return A.attend(scores, memory.outputs, mask)
+            return A.attend(scores, memory.outputs, memory.mask[:, None, :])
         if self.local == "monotonic":
             p = t.to(s.dtype)  # (B, T): p_t = t
         else:  # p_t = S * sigmoid(v_p^T tanh(W_p s_t)), S = the source length
-            p = memory.lengths[:, None].to(s.dtype) * torch.sigmoid(self.v_p(torch.tanh(self.W_p(s)))).squeeze(-1)
+            S = memory.lengths[:, None].to(s.dtype)  # (B, 1)
+            p = S * torch.sigmoid(self.v_p(torch.tanh(self.W_p(s)))).squeeze(-1)  # (B, T)
         weights = local_weights(scores, memory.mask, p, self.window,
                                 gaussian=self.local == "predictive")  # (B, T, S)
         return weights @ memory.outputs, weights
@@ -384,35 +299,37 @@ class LuongDecoder(_Decoder):
         h_tilde = torch.tanh(self.W_c(torch.cat([context, s], -1)))  # (..., H)
         return self.out(h_tilde), h_tilde
 
-    def step(self, y_prev, state, memory):
+    def step(self, y_prev, state):
         x = self.embed(y_prev)  # (B, E)
         if self.input_feeding:
             x = torch.cat([x, state["feed"]], -1)  # (B, E + H)
         state = self._rnn(x, state)  # s_t: (B, H)
-        context, weights = self.attention(state["h"][:, None], memory, state["t"][:, None])
+        context, weights = self.attention(state["h"][:, None], state["memory"], state["t"][:, None])
         logits, h_tilde = self._output(context.squeeze(1), state["h"])  # (B, V), (B, H)
         state["t"] = state["t"] + 1
         if self.input_feeding:
             state["feed"] = h_tilde
         return logits, state, weights.squeeze(1)
 
-    def forward(self, tgt_in, state, memory):
+    def forward(self, tgt_in, state):
         if self.input_feeding:
-            return super().forward(tgt_in, state, memory)  # sequential: step by step
+            return super().forward(tgt_in, state)  # sequential: step by step
         t = state["t"][:, None] + torch.arange(tgt_in.shape[1], device=tgt_in.device)  # (B, T)
         s, _ = self._unroll(self.embed(tgt_in), state)  # (B, T, H): the RNN alone
-        context, weights = self.attention(s, memory, t)  # all T steps at once
+        context, weights = self.attention(s, state["memory"], t)  # all T steps at once
         return self._output(context, s)[0], weights
 
 
 # ---------------------------------------------------------------------------
-# 4. The model, and how to train it
+# 4. The model: training pass, decoding step
 # ---------------------------------------------------------------------------
 
 class Seq2Seq(nn.Module):
     """An encoder and a decoder.
 
     forward(src (B, S), src_len (B,), tgt_in (B, T)) -> logits (B, T, V), weights (B, T, S) or None
+    start(src, src_len) -> the decoding state;  step(y (B,), state) -> logits (B, V), state:
+    the step protocol of `course_lib.decoding` (greedy, beam search, sampling).
     """
 
     def __init__(self, encoder, decoder):
@@ -423,36 +340,40 @@ class Seq2Seq(nn.Module):
         return self.encoder(src, src_len)
 
     def forward(self, src, src_len, tgt_in):
-        _check_ids("tgt_in", tgt_in)
-        if tgt_in.shape[0] != src.shape[0]:
-            raise ValueError(f"src of shape {tuple(src.shape)} and tgt_in of shape "
-                             f"{tuple(tgt_in.shape)} must have the same batch size B")
-        memory = self.encode(src, src_len)
-        return self.decoder(tgt_in, self.decoder.init_state(memory), memory)
+        check_ids("tgt_in", tgt_in)
+        check_same_batch("src", src, "tgt_in", tgt_in)
+        return self.decoder(tgt_in, self.start(src, src_len))
+
+    def start(self, src, src_len):
+        """Encode the source once: the decoder's initial state, which holds the memory."""
+        return self.decoder.init_state(self.encode(src, src_len))
+
+    def step(self, y, state):
+        logits, state, _ = self.decoder.step(y, state)
+        return logits, state
 
 
 def build_model(src_vocab_size, tgt_vocab_size, attention=None, score=None, hidden_size=64,
-                emb_size=32, cell="gru", bidirectional=False, pad_id=0, max_src_len=None,
+                embed_size=32, cell="gru", bidirectional=False, pad_id=0, max_src_len=None,
                 window=None, local="predictive", input_feeding=False):
     """A Seq2Seq model: attention=None (Sutskever), "bahdanau" or "luong".
 
     score: the score function (default: "concat" for Bahdanau, "general" for Luong).
     window, local, input_feeding: Luong's local attention and input feeding.
     """
-    encoder = Encoder(src_vocab_size, emb_size, hidden_size, cell, bidirectional, pad_id)
-    common = dict(vocab_size=tgt_vocab_size, emb_size=emb_size, hidden_size=hidden_size,
+    encoder = Encoder(src_vocab_size, embed_size, hidden_size, cell, bidirectional, pad_id)
+    common = dict(vocab_size=tgt_vocab_size, embed_size=embed_size, hidden_size=hidden_size,
                   enc_size=encoder.output_size, cell=cell, pad_id=pad_id)
+    check_choice("attention", attention, (None, "bahdanau", "luong"))
     if attention is None:
         if score is not None:
             raise ValueError(f"score={score!r} needs an attention decoder (attention='bahdanau' or 'luong')")
         decoder = RNNDecoder(**common)
     elif attention == "bahdanau":
         decoder = BahdanauDecoder(**common, score=score or "concat", max_src_len=max_src_len)
-    elif attention == "luong":
+    else:
         decoder = LuongDecoder(**common, score=score or "general", max_src_len=max_src_len,
                                window=window, local=local, input_feeding=input_feeding)
-    else:
-        raise ValueError(f"attention must be None, 'bahdanau' or 'luong', got {attention!r}")
     return Seq2Seq(encoder, decoder)
 
 
@@ -474,106 +395,21 @@ def sequence_log_prob(model, src, src_len, tgt_in, tgt_out, pad_id=0):
 
 
 # ---------------------------------------------------------------------------
-# 5. Decoding: greedy and beam search
+# 5. Strings in, strings out
 # ---------------------------------------------------------------------------
 
 @torch.no_grad()
-def greedy_decode(model, src, src_len, bos_id, eos_id, max_len):
-    """Write the most likely token at every step, feeding it back.
+def translate(model, sources, src_vocab, tgt_vocab, max_len=None, beam_size=1, length_penalty=0.0,
+              batch_size=1000, return_weights=False):
+    """Decode source strings in eval mode: greedy (beam_size=1) or beam search
+    (`course_lib.decoding`). -> output strings.
 
-    -> tokens (B, max_len) (eos repeated after the first eos),
-       weights (B, max_len, S) or None (no attention),
-       log_prob (B,) the summed log-probability of each output up to its first eos.
+    With return_weights (greedy only): also the attention weights of each output, a list of
+    (T_i, S_i) tensors (empty without attention), from a teacher-forced pass over the decoded
+    tokens (the same computation as the decoding steps).
     """
-    memory = model.encode(src, src_len)
-    state = model.decoder.init_state(memory)
-    y = torch.full_like(src_len, bos_id, device=src.device)  # (B,)
-    done = torch.zeros_like(y, dtype=torch.bool)
-    tokens, weights = [], []
-    log_prob = torch.zeros(len(y), device=src.device)
-    for _ in range(max_len):
-        logits, state, w = model.decoder.step(y, state, memory)  # (B, V)
-        logp = logits.log_softmax(-1)
-        y = logp.argmax(-1)  # (B,)
-        log_prob += torch.where(done, 0.0, logp.gather(-1, y[:, None]).squeeze(-1))
-        y = torch.where(done, torch.full_like(y, eos_id), y)
-        done |= y == eos_id
-        tokens.append(y)
-        weights.append(w)
-        if bool(done.all()):
-            break
-    tokens = torch.stack(tokens, 1)
-    weights = None if weights[0] is None else torch.stack(weights, 1)
-    return tokens, weights, log_prob
+    from .data import pad_batch  # local import: data imports nothing from here
 
-
-def beam_step(scores, logp, beam_size):
-    """One step of beam search: extend every beam by every token, keep the best `beam_size`.
-
-        candidate (k, v) scores  scores[k] + log p(v | beam k)
-
-    scores: (B, K) log-probabilities of the beams so far, logp: (B, K, V) of the next token
-        ->  new scores (B, beam_size), beam (B, beam_size) which beam each survivor extends,
-            token (B, beam_size) the token it appends; best first.
-    """
-    B, K, V = logp.shape
-    candidates = (scores[..., None] + logp).reshape(B, K * V)  # (B, K*V)
-    new_scores, idx = candidates.topk(beam_size, dim=-1)  # (B, beam_size)
-    return new_scores, idx // V, idx % V
-
-
-@torch.no_grad()
-def beam_search(model, src, src_len, bos_id, eos_id, max_len, beam_size=4, length_penalty=0.0):
-    """Keep the `beam_size` most likely partial outputs at every step.
-
-    At each step every beam is extended by every token; of the K*V candidates the
-    K with the highest summed log-probability survive. A finished beam (it wrote
-    eos) keeps its score and can only be extended by eos. At the end the beams are
-    ranked by log p / length^length_penalty (0: plain log-probability).
-
-    -> tokens (B, K, max_len) best first (eos after the end), scores (B, K) their
-       log-probabilities (before the length penalty).
-    """
-    B, K = src.shape[0], beam_size
-    if K < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    memory = model.encode(src, src_len)
-    rows = torch.arange(B, device=src.device).repeat_interleave(K)  # (B*K,): beam -> its source
-    memory = memory.index(rows)
-    state = model.decoder.init_state(memory)
-    y = torch.full((B * K,), bos_id, dtype=torch.long, device=src.device)
-    scores = torch.full((B, K), float("-inf"), device=src.device)
-    scores[:, 0] = 0.0  # one live beam at the start
-    done = torch.zeros(B, K, dtype=torch.bool, device=src.device)
-    tokens = torch.zeros(B, K, 0, dtype=torch.long, device=src.device)
-    lengths = torch.zeros(B, K, device=src.device)
-    for _ in range(max_len):
-        logits, state, _ = model.decoder.step(y, state, memory)
-        logp = logits.log_softmax(-1).view(B, K, -1)  # (B, K, V)
-        only_eos = torch.full_like(logp[0, 0], float("-inf"))
-        only_eos[eos_id] = 0.0
-        logp = torch.where(done[..., None], only_eos, logp)  # finished: eos, free
-        scores, beam, token = beam_step(scores, logp, K)  # (B, K) each
-        tokens = torch.cat([tokens.gather(1, beam[..., None].expand_as(tokens)), token[..., None]], -1)
-        lengths = lengths.gather(1, beam) + (~done.gather(1, beam)).float()
-        done = done.gather(1, beam) | (token == eos_id)
-        flat = (torch.arange(B, device=src.device)[:, None] * K + beam).view(-1)  # (B*K,)
-        state = {k: v[flat] for k, v in state.items()}
-        y = token.view(-1)
-        if bool(done.all()):
-            break
-    ranked = scores / lengths.clamp_min(1) ** length_penalty if length_penalty else scores
-    order = ranked.argsort(-1, descending=True)  # (B, K)
-    tokens = tokens.gather(1, order[..., None].expand_as(tokens))
-    return tokens, scores.gather(1, order)
-
-
-def translate(model, sources, src_vocab, tgt_vocab, max_len=None, beam_size=1, batch_size=1000,
-              return_weights=False):
-    """Strings in, strings out: greedy (beam_size=1) or beam-search decoding, in eval mode.
-
-    With return_weights (greedy only): also the attention weights, a list of (T_i, S_i) tensors.
-    """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -581,22 +417,22 @@ def translate(model, sources, src_vocab, tgt_vocab, max_len=None, beam_size=1, b
     outputs, all_weights = [], []
     for i in range(0, len(sources), batch_size):
         chunk = sources[i:i + batch_size]
-        from .data import pad_batch  # local import: data imports nothing from here
-
         src, src_len = pad_batch([src_vocab.encode(s) for s in chunk], src_vocab.pad_id)
         src, src_len = src.to(device), src_len.to(device)
+        y0 = torch.full_like(src_len, tgt_vocab.bos_id)  # (B,)
+        state = model.start(src, src_len)
         if beam_size == 1:
-            tokens, weights, _ = greedy_decode(model, src, src_len, tgt_vocab.bos_id, tgt_vocab.eos_id,
-                                               max_len)
+            tokens, _ = decoding.greedy(model.step, y0, state, max_len, tgt_vocab.eos_id)
         else:
-            tokens = beam_search(model, src, src_len, tgt_vocab.bos_id, tgt_vocab.eos_id, max_len,
-                                 beam_size)[0][:, 0]
-            weights = None
+            tokens = decoding.beam_search(model.step, y0, state, max_len, beam_size,
+                                          tgt_vocab.eos_id, length_penalty)[0][:, 0]
         texts = [tgt_vocab.decode(row) for row in tokens.cpu()]
         outputs += texts
-        if return_weights and weights is not None:
-            for b, text in enumerate(texts):
-                all_weights.append(weights[b, : len(text) + 1, : len(chunk[b])].cpu())
+        if return_weights:
+            tgt_in = torch.cat([y0[:, None], tokens[:, :-1]], dim=1)  # <bos> y_1 ... y_{L-1}
+            _, weights = model(src, src_len, tgt_in)  # (B, L, S), None without attention
+            all_weights += [] if weights is None else [weights[b, : len(text) + 1, : len(chunk[b])].cpu()
+                                                       for b, text in enumerate(texts)]
     model.train(was_training)
     return (outputs, all_weights) if return_weights else outputs
 
@@ -610,32 +446,3 @@ def evaluate(model, pairs, src_vocab, tgt_vocab, beam_size=1):
     targets = [t for _, t in pairs]
     return {"exact_match": exact_match(predictions, targets),
             "position_accuracy": position_accuracy(predictions, targets)}
-
-
-# ---------------------------------------------------------------------------
-# Input checks
-# ---------------------------------------------------------------------------
-
-def _check_cell(cell):
-    if cell not in CELLS:
-        raise ValueError(f"cell must be one of {list(CELLS)}, got {cell!r}")
-
-
-def _check_ids(name, ids):
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}")
-    if ids.dtype != torch.long or ids.dim() != 2:
-        raise ValueError(f"{name} must be a (B, T) long tensor of token ids, got shape "
-                         f"{tuple(ids.shape)} and dtype {ids.dtype}")
-
-
-def _check_lengths(lengths, src):
-    lengths = torch.as_tensor(lengths)
-    B, S = src.shape
-    if lengths.shape != (B,):
-        raise ValueError(f"src_len must have shape (B,) = ({B},) for src of shape {tuple(src.shape)}, "
-                         f"got shape {tuple(lengths.shape)}")
-    if bool((lengths < 1).any()) or bool((lengths > S).any()):
-        raise ValueError(f"src_len must lie in 1..S = 1..{S} for src of shape {tuple(src.shape)}, "
-                         f"got {lengths.tolist()}")
-    return lengths

@@ -173,6 +173,11 @@ def lm_heldout_loss(model: nn.Module, ids: torch.Tensor, seq_len: int = 256,
     return total / count
 
 
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters (a tied matrix counts once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def bits_per_char(nats: float) -> float:
     """Nats per character -> bits per character."""
     return nats / math.log(2)

@@ -1,6 +1,6 @@
 """The explorers of the chapters on multi-head attention and positional encodings (Python side).
 
-The browser test (test_site_attention_models.py) checks that the page switches frames; here we
+The browser test (test_site_multihead.py) checks that the page switches frames; here we
 check that the frames hold the right numbers, computed by course_lib.
 """
 
@@ -12,10 +12,9 @@ import torch
 
 matplotlib.use("Agg")
 
-from course_lib import attention  # noqa: E402
-from course_lib.positional import sinusoidal_encoding  # noqa: E402
-from course_lib.widgets import (MASK_SENTENCES, HeadsExplorer, MasksExplorer,  # noqa: E402
-                                PositionsExplorer, frame_key)
+from course_lib import attention
+from course_lib.positional import sinusoidal_encoding
+from course_lib.widgets import MASK_SENTENCES, HeadsExplorer, MasksExplorer, PositionsExplorer, frame_key
 
 
 def _heads_explorer():

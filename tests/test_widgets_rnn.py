@@ -2,7 +2,6 @@
 course_lib), every control value has a frame, specs stay small, bad input is rejected."""
 
 import json
-import math
 
 import matplotlib
 import pytest
@@ -11,6 +10,7 @@ import torch
 matplotlib.use("Agg")
 
 from course_lib import rnn  # noqa: E402
+from course_lib.charlm import CharLM  # noqa: E402
 from course_lib.data import Vocab  # noqa: E402
 from course_lib.widgets import (FORGET_BIAS_OPTIONS, GAIN_OPTIONS, NONLINEARITY_OPTIONS,  # noqa: E402
                                 TEMPERATURE_OPTIONS, ForgetBiasExplorer, GradientFlowExplorer,
@@ -86,6 +86,22 @@ def test_gradient_reach_starts_at_one_and_matches_autograd_at_one_step():
     assert out["reach"][1].item() == pytest.approx(grad.norm().item(), rel=1e-4)
 
 
+def test_gradient_reach_along_the_direct_path_alone_is_the_forget_gate_product():
+    full = gradient_reach("lstm", 1.0, steps=30)
+    direct = gradient_reach("lstm", 1.0, steps=30, direct_only=True)
+    assert torch.allclose(direct["reach"], direct["forget_product"], rtol=1e-10)
+    assert torch.allclose(direct["forget_product"], full["forget_product"], rtol=1e-10)
+    assert full["reach"][30] > 10 * direct["reach"][30]  # the other paths add to it
+    with pytest.raises(ValueError, match="direct_only is for kind='lstm'"):
+        gradient_reach("gru", direct_only=True)
+
+
+def test_gradient_reach_in_float32_underflows_to_zero():
+    r64, r32 = gradient_reach("rnn")["reach"], gradient_reach("rnn", dtype=torch.float32)["reach"]
+    assert r64.dtype == torch.float64 and torch.all(r64 > 0)
+    assert r32[-1] == 0 and torch.allclose(r32[:40].double(), r64[:40], rtol=1e-3)
+
+
 def test_gradient_reach_rejects_unknown_kinds():
     with pytest.raises(ValueError, match="kind"):
         gradient_reach("transformer")
@@ -110,7 +126,7 @@ def tiny_lm():
     text = "the cat sat on the mat. the dog sat on the log. " * 20
     vocab = Vocab.from_text(text, specials=("<unk>",))
     torch.manual_seed(0)
-    model = rnn.CharLM(len(vocab), "gru", embed_size=8, hidden_size=16)
+    model = CharLM(len(vocab), "gru", embed_size=8, hidden_size=16)
     return model, vocab, text
 
 
@@ -199,26 +215,7 @@ def test_static_figures(flow, forget, temperature):
         matplotlib.pyplot.close(fig)
 
 
-# ---- the language model helpers in course_lib.rnn ----------------------------------------
-
-def test_charlm_shapes_state_and_errors():
-    model = rnn.CharLM(10, "lstm", embed_size=4, hidden_size=6, forget_bias=1.0)
-    x = torch.randint(0, 10, (3, 5))
-    logits, (h, c) = model(x, return_state=True)
-    assert logits.shape == (3, 5, 10) and h.shape == c.shape == (1, 3, 6)
-    # reading in two pieces, carrying the state, equals reading at once
-    first, state = model(x[:, :2], return_state=True)
-    assert torch.allclose(torch.cat([first, model(x[:, 2:], state)], 1), logits, atol=1e-6)
-    assert torch.all(model.rnn.bias_ih_l0[6:12] == 1) and torch.all(model.rnn.bias_hh_l0[6:12] == 0)
-    with pytest.raises(ValueError, match="kind"):
-        rnn.CharLM(10, "transformer")
-    with pytest.raises(ValueError, match="forget_bias"):
-        rnn.CharLM(10, "gru", forget_bias=1.0)
-    with pytest.raises(ValueError, match="character ids"):
-        model(torch.randn(3, 5))
-    with pytest.raises(ValueError, match="vocab_size"):
-        rnn.CharLM(0)
-
+# ---- course_lib.rnn.set_forget_bias (the forget-bias explorer's knob) ----------------------
 
 def test_set_forget_bias_on_cells_and_layers():
     cell = rnn.set_forget_bias(rnn.LSTMCell(2, 3), 2.0)
@@ -233,36 +230,3 @@ def test_set_forget_bias_on_cells_and_layers():
         rnn.set_forget_bias(rnn.LSTM(2, 3, bias=False), 1.0)
 
 
-def test_sample_next_follows_the_temperature():
-    logits = torch.tensor([[2.0, 0.0, -1.0]]).repeat(20000, 1)
-    g = torch.Generator().manual_seed(0)
-    for t in (0.5, 1.0, 2.0):
-        ids = rnn.sample_next(logits, t, g)
-        freq = torch.bincount(ids, minlength=3).double() / len(ids)
-        assert torch.allclose(freq, torch.softmax(logits[0].double() / t, -1), atol=0.015)
-    assert torch.equal(rnn.sample_next(torch.tensor([[0.1, 3.0, 0.2]]), 0), torch.tensor([1]))
-    with pytest.raises(ValueError, match="temperature"):
-        rnn.sample_next(logits, -1.0)
-
-
-def test_generate_is_seeded_and_greedy_is_deterministic(tiny_lm):
-    model, vocab, _ = tiny_lm
-    a = rnn.generate(model, vocab, "the ", 30, 1.0, 2, torch.Generator().manual_seed(3))
-    b = rnn.generate(model, vocab, "the ", 30, 1.0, 2, torch.Generator().manual_seed(3))
-    assert a == b and len(a) == 2 and all(s.startswith("the ") and len(s) <= 34 for s in a)
-    g1, g2 = (rnn.generate(model, vocab, "the ", 20, 0.0, 2) for _ in range(2))
-    assert g1 == g2 and g1[0] == g1[1]
-    with pytest.raises(ValueError, match="prompt"):
-        rnn.generate(model, vocab, "", 5)
-
-
-def test_train_char_lm_learns_a_tiny_text(tiny_lm):
-    from course_lib.data import char_corpus
-
-    _, _, text = tiny_lm
-    corpus = char_corpus(text * 40)  # held-out pieces longer than the 256-character windows
-    model, history = rnn.train_char_lm("gru", corpus, steps=60, batch_size=16, seq_len=16,
-                                       hidden_size=32, lr=1e-2, eval_every=30, progress=False)
-    first, last = history.evals[0][1], history.evals[-1][1]
-    assert [s for s, _ in history.evals] == [30, 60]
-    assert last < first and last < 0.7 * math.log(len(corpus.vocab))

@@ -8,8 +8,7 @@ import torch
 
 from course_lib import attention
 from course_lib.widgets import AlignmentExplorer, ScoreExplorer, alignment_frame
-from course_lib.widgets.seq2seq import (TOY_ANGLES, TOY_KEYS, TOY_LENGTHS, TOY_SCORES,
-                                        toy_score_modules)
+from course_lib.widgets.seq2seq import TOY_ANGLES, TOY_KEYS, TOY_LENGTHS, TOY_SCORES, toy_score_modules
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +25,8 @@ def test_score_explorer_has_every_frame_and_a_light_spec(score_explorer):
 def test_score_explorer_numbers_are_course_lib_s(score_explorer):
     q = 2.0 * torch.tensor([[0.0, 1.0]], dtype=torch.float64)  # angle 90, length 2
     frame = score_explorer.frame(score="dot", angle=90, length=2.0)
-    assert frame["scores"]["series"][0]["y"] == pytest.approx(attention.dot_score(q, TOY_KEYS)[0].tolist(), abs=1e-4)
+    expected_scores = attention.dot_score(q, TOY_KEYS)[0].tolist()
+    assert frame["scores"]["series"][0]["y"] == pytest.approx(expected_scores, abs=1e-4)
     frame = score_explorer.frame(score="scaled_dot", angle=90, length=2.0)
     expected = torch.softmax(attention.scaled_dot_score(q, TOY_KEYS)[0], -1)
     assert frame["weights"]["values"] == pytest.approx(expected.tolist(), abs=1e-4)
@@ -44,7 +44,8 @@ def test_score_explorer_teaches_what_the_chapter_says(score_explorer):
     # dot prefers the long key (3,0) over (1,0); cosine ties them and ignores the query's length
     assert weights(score="dot", angle=0, length=4.0)[1] > 0.9
     cos = weights(score="cosine", angle=0, length=4.0)
-    assert cos[0] == pytest.approx(cos[1]) and cos == pytest.approx(weights(score="cosine", angle=0, length=0.5))
+    assert cos[0] == pytest.approx(cos[1])
+    assert cos == pytest.approx(weights(score="cosine", angle=0, length=0.5))
     # location ignores the keys: the same weights as computed from the query alone
     loc = toy_score_modules()["location"]
     q = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
@@ -90,5 +91,6 @@ def test_alignment_explorer_bad_input():
         AlignmentExplorer(_alignments(), {"good": 1, "blurred": 0}, ["a b"], ["ab"])
     with pytest.raises(ValueError, match="model='x' must be one of"):
         AlignmentExplorer(_alignments(), {"good": 1, "blurred": 0}, ["a b", "x y"], ["ab", "xy"], model="x")
-    with pytest.raises(ValueError, match=r"weights must have shape \(len\(prediction\) \+ 1, len\(source\)\)"):
+    shape = r"weights must have shape \(len\(prediction\) \+ 1, len\(source\)\)"
+    with pytest.raises(ValueError, match=shape):
         alignment_frame("abc", "ab", "ab", torch.ones(2, 3), 1.0)

@@ -32,9 +32,9 @@ def dk_frame(d_k, scaled, n_queries=512, n_keys=16, seed=0, n_pairs=8192, bins=4
 
     Returns the panels' data: a histogram of the score q·k over `n_pairs`
     independent query-key pairs (its variance is ~d_k unscaled, ~1 scaled),
-    the softmax weights of one query over `n_keys` keys, and, for a typical
-    query (the median over `n_queries` queries, each over the same keys), the
-    largest weight, the entropy and the size of the softmax gradient.
+    the softmax weights of a typical query over `n_keys` keys (the query whose
+    largest weight is the median), and, over `n_queries` queries (each over the
+    same keys), the median largest weight, the entropy and the size of the softmax gradient.
     """
     g = torch.Generator().manual_seed(seed)
     score_fn = attention.scaled_dot_score if scaled else attention.dot_score
@@ -51,14 +51,15 @@ def dk_frame(d_k, scaled, n_queries=512, n_keys=16, seed=0, n_pairs=8192, bins=4
     edges = torch.linspace(-x_range, x_range, bins + 1, dtype=torch.float64)
     counts = torch.histc(pair_scores.clamp(-x_range, x_range), bins=bins, min=-x_range, max=x_range)
     density = counts / (counts.sum() * (edges[1] - edges[0]))
-    w0 = weights[0]
+    largest = weights.max(-1).values                                      # (N,)
+    w0 = weights[largest.argsort()[n_queries // 2]]   # the typical query: its largest weight is the median
     return {
         "scores": {"edges": _round(edges), "counts": _round(density, 5)},
         "weights": {"values": _round(w0, 6), "highlight": int(w0.argmax())},
         "stats": [
-            _stat("variance", "variance of the scores", pair_scores.var(), 2),
+            _stat("variance", "variance of the scores (8192 pairs)", pair_scores.var(), 2),
             _stat("expected_variance", "expected variance (1 or d_k)", 1.0 if scaled else float(d_k), 0),
-            _stat("max_weight", "largest weight", weights.max(-1).values.median(), 3),
+            _stat("max_weight", "largest weight (median)", weights.max(-1).values.median(), 3),
             _stat("entropy", f"entropy, nats (uniform: {math.log(n_keys):.2f})", entropy.median(), 3),
             _stat("grad_norm", "softmax gradient ‖∂p/∂s‖", softmax_gradient_norm(weights).median(), 6),
         ],
@@ -84,10 +85,10 @@ class DkExplorer(Explorer):
         panels = [
             {"kind": "histogram", "key": "scores", "title": "distribution of the score q·k",
              "xlabel": "score (clipped to ±40)", "ymax": 0.45},
-            {"kind": "bars", "key": "weights", "title": f"softmax weights of one query over {n_keys} keys",
+            {"kind": "bars", "key": "weights", "title": f"weights of a typical query over {n_keys} keys",
              "xlabel": "key", "ymax": 1.0},
             {"kind": "stats", "key": "stats",
-             "title": f"variance over 8192 pairs; the rest for a typical query (median over {n_queries})"},
+             "title": f"medians over {n_queries} queries"},
         ]
         spec = self.build_spec(
             "dk", "Why divide by √d_k?", controls, panels,

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import torch
 import traitlets
 
-from .. import rnn, viz
+from .. import charlm, rnn, viz
 from .base import Explorer
 
 # ---------------------------------------------------------------------------
@@ -199,7 +199,7 @@ FORGET_BIAS_OPTIONS = [-2.0, -1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0]
 
 
 def gradient_reach(kind="lstm", forget_bias=None, steps=100, input_size=32, hidden_size=64,
-                   batch=16, seed=0):
+                   batch=16, seed=0, dtype=torch.float64, direct_only=False):
     """How much gradient reaches k steps back, at initialisation, for k = 0..steps.
 
     A fresh course_lib cell (torch's initialisation; for the LSTM, forget-gate
@@ -212,26 +212,34 @@ def gradient_reach(kind="lstm", forget_bias=None, steps=100, input_size=32, hidd
     and for the LSTM "forget_product" (steps + 1,), ||u * f_T * f_{T-1} * ... * f_{T-k+1}||,
     the gradient along the additive path c_t = f_t * c_{t-1} + ... alone (same mean),
     and "forget_mean", the mean forget gate.
+
+    The cell runs in float64 by default, so that tiny gradients are measured rather than
+    rounded to 0 (float32 underflows below about 1e-45). direct_only=True (LSTM) cuts every
+    path but the additive one: h_{t-1} enters the next step's gates detached, so the measured
+    reach is then exactly the forget-gate product.
     """
     cells = {"rnn": rnn.RNNCell, "lstm": rnn.LSTMCell, "gru": rnn.GRUCell}
     if kind not in cells:
         raise ValueError(f"kind must be one of {sorted(cells)}, got {kind!r}")
+    if direct_only and kind != "lstm":
+        raise ValueError(f"direct_only is for kind='lstm', got kind={kind!r}")
     torch.manual_seed(seed)
     cell = cells[kind](input_size, hidden_size)
     if forget_bias is not None:
         rnn.set_forget_bias(cell, forget_bias)
+    cell = cell.to(dtype)
     g = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(steps, batch, input_size, generator=g)  # (T, B, input_size)
-    u = torch.nn.functional.normalize(torch.randn(hidden_size, generator=g), dim=0)  # (H,)
-    h = torch.zeros(batch, hidden_size, requires_grad=kind != "lstm")  # h_0
-    c = torch.zeros(batch, hidden_size, requires_grad=True)  # c_0 (LSTM)
+    x = torch.randn(steps, batch, input_size, generator=g).to(dtype)  # (T, B, input_size)
+    u = torch.nn.functional.normalize(torch.randn(hidden_size, generator=g), dim=0).to(dtype)  # (H,)
+    h = torch.zeros(batch, hidden_size, dtype=dtype, requires_grad=kind != "lstm")  # h_0
+    c = torch.zeros(batch, hidden_size, dtype=dtype, requires_grad=True)  # c_0 (LSTM)
     memories, log_forget = [c if kind == "lstm" else h], []  # s_0..s_T, and log f_t (LSTM)
     for t in range(steps):  # the cell itself, plus the forget gate read off its parameters
         if kind == "lstm":
             gates = torch.nn.functional.linear(x[t], cell.weight_ih, cell.bias_ih) \
                 + torch.nn.functional.linear(h, cell.weight_hh, cell.bias_hh)  # (B, 4H)
             log_forget.append(torch.nn.functional.logsigmoid(gates.chunk(4, -1)[1]).detach())
-            h, c = cell(x[t], (h, c))
+            h, c = cell(x[t], (h.detach() if direct_only else h, c))
             c.retain_grad()
             memories.append(c)
         else:
@@ -243,7 +251,7 @@ def gradient_reach(kind="lstm", forget_bias=None, steps=100, input_size=32, hidd
     out = {"reach": _geometric_mean(norms, dim=1)}  # (T + 1,)
     if kind == "lstm":
         logf = torch.stack(log_forget[::-1])  # (T, B, H): log f_T, log f_{T-1}, ...
-        prod = torch.cat([torch.zeros(1, batch, hidden_size), logf.cumsum(0)]).exp()  # (T+1, B, H)
+        prod = torch.cat([logf.new_zeros(1, batch, hidden_size), logf.cumsum(0)]).exp()  # (T+1, B, H)
         out["forget_product"] = _geometric_mean((u * prod).norm(dim=-1), dim=1)  # ||u * f_T * ... ||
         out["forget_mean"] = float(logf.exp().mean())
     return out
@@ -334,7 +342,8 @@ def temperature_frame(model, vocab, prompt, temperature, known_words, length=160
     else:
         probs = torch.softmax(logits / temperature, dim=-1)  # (V,)
     g = torch.Generator().manual_seed(seed)
-    samples = rnn.generate(model, vocab, prompt, length, temperature, num_samples, g)
+    samples = charlm.generate(model, vocab, prompt, length, temperature, num_samples=num_samples,
+                              generator=g)
     model.train(was_training)
     shown = [vocab.itos[i] for i in order.tolist()]
     labels = " ".join(f"{c!r}" if c.strip() else repr(c) for c in shown)
@@ -353,7 +362,7 @@ def temperature_frame(model, vocab, prompt, temperature, known_words, length=160
 class TemperatureExplorer(Explorer):
     """Move the sampling temperature; watch the next-character distribution and the samples.
 
-    Built from a trained character-level model (course_lib.rnn.CharLM) and its
+    Built from a trained character-level model (course_lib.charlm.CharLM) and its
     vocabulary; `train_text` gives the set of known words. Trait set by the
     control: ``temperature`` (TEMPERATURE_OPTIONS; 0 means greedy, the argmax).
     """

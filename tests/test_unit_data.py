@@ -87,16 +87,43 @@ def test_batches_cover_every_example_each_epoch():
         next(batches({"a": torch.arange(3), "b": torch.arange(4)}, 2))
 
 
-def test_char_corpus_splits_are_contiguous_and_disjoint():
-    text = "abcdefghij" * 100
-    parts = split_text(text, (0.8, 0.1, 0.1))
-    assert "".join(parts) == text and [len(p) for p in parts] == [800, 100, 100]
+def test_split_text_deals_out_whole_lines_in_proportion():
+    lines = [f"line {i:04d} " + "x" * (i % 37) + "\n" for i in range(2000)]
+    text = "".join(lines)
+    parts = split_text(text, (0.8, 0.1, 0.1), block=200)
+    kept = sorted(line for part in parts for line in part.splitlines(keepends=True))
+    assert kept == sorted(lines)  # every line once: no overlap, nothing lost, none cut
+    shares = [len(p) / len(text) for p in parts]
+    assert all(abs(s - f) < 0.01 for s, f in zip(shares, (0.8, 0.1, 0.1))), shares
+    # spread out: each tenth of the text gives the held-out pieces their share
+    for part in parts[1:]:
+        first = [int(line[5:9]) for line in part.splitlines()]
+        assert max(first) > 1800 and min(first) < 200
+    assert split_text(text, (1.0, 0.0, 0.0))[0] == text
+    one_line = "the cat sat on the mat. " * 400                    # no line ends at all
+    parts = split_text(one_line, (0.9, 0.05, 0.05), block=100)
+    assert "".join(parts) != one_line and sum(map(len, parts)) == len(one_line)
+    assert [len(p) for p in parts] == [8600, 500, 500]                # 96 blocks of 100: 86 / 5 / 5
     with pytest.raises(ValueError, match="sum to 1"):
         split_text(text, (0.5, 0.1))
+    with pytest.raises(ValueError, match="block must be a positive"):
+        split_text(text, block=0)
+
+
+def test_char_corpus_held_out_text_is_like_the_training_text():
+    """The splits hold the same mix of prose and ASCII tables (a contiguous test split at the
+    end of the text was about 10 % table characters |-+= against 3 % in training)."""
     corpus = char_corpus()
     assert len(corpus.train) > 300_000 and len(corpus.val) > 10_000 and len(corpus.test) > 10_000
     assert 60 < len(corpus.vocab) < 200
     assert corpus.vocab.decode(corpus.train[:200]) == data.load_text()[:200]
+
+    def table_share(ids):
+        text = corpus.vocab.decode(ids)
+        return sum(c in "|-+=" for c in text) / len(text)
+    train, val, test = (table_share(ids) for ids in (corpus.train, corpus.val, corpus.test))
+    print(f"table characters: train {train:.3f}, val {val:.3f}, test {test:.3f}")
+    assert abs(val - train) < 0.01 and abs(test - train) < 0.01
 
 
 def test_lm_batch_targets_are_inputs_shifted():

@@ -80,22 +80,20 @@ def assert_same_results(ours, theirs, out_ours, out_theirs, inputs, dtype, g):
 # ---------------------------------------------------------------------------
 
 @DTYPES
-@pytest.mark.parametrize("batched", [True, False], ids=["batched", "unbatched"])
 @pytest.mark.parametrize("with_hx", [True, False], ids=["hx", "no_hx"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
 @pytest.mark.parametrize("kind", CELLS)
-def test_cell_matches_torch(kind, bias, with_hx, batched, dtype):
-    g = generator(kind, bias, with_hx, batched, dtype)
+def test_cell_matches_torch(kind, bias, with_hx, dtype):
+    g = generator(kind, bias, with_hx, True, dtype)
     B, input_size, H = (int(n) for n in torch.randint(1, 7, (3,), generator=g))
     ours, theirs = make_pair(CELLS, kind, dtype, g, input_size=input_size, hidden_size=H, bias=bias)
-    batch = (B,) if batched else ()
-    x = randn(g, (*batch, input_size), dtype)
+    x = randn(g, (B, input_size), dtype)
     inputs = [x]
     hx = None
     if with_hx:
-        hx = randn(g, (*batch, H), dtype)
+        hx = randn(g, (B, H), dtype)
         if kind == "LSTMCell":
-            hx = (hx, randn(g, (*batch, H), dtype))
+            hx = (hx, randn(g, (B, H), dtype))
         inputs += flatten(hx)
     assert_same_results(ours, theirs, ours(x, hx), theirs(x, hx), inputs, dtype, g)
 
@@ -121,26 +119,6 @@ def test_layer_matches_torch(kind, num_layers, bidirectional, with_hx, batch_fir
     inputs, hx = [x], None
     if with_hx:
         state_shape = (num_layers * (2 if bidirectional else 1), B, H)
-        hx = randn(g, state_shape, dtype)
-        if kind == "LSTM":
-            hx = (hx, randn(g, state_shape, dtype))
-        inputs += flatten(hx)
-    assert_same_results(ours, theirs, ours(x, hx), theirs(x, hx), inputs, dtype, g)
-
-
-@DTYPES
-@pytest.mark.parametrize("with_hx", [True, False], ids=["hx", "no_hx"])
-@pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
-@pytest.mark.parametrize("kind", LAYERS)
-def test_unbatched_layer_matches_torch(kind, bidirectional, with_hx, dtype):
-    g = generator("unbatched", kind, bidirectional, with_hx, dtype)
-    T, input_size, H = (int(n) for n in torch.randint(1, 6, (3,), generator=g))
-    ours, theirs = make_pair(LAYERS, kind, dtype, g, input_size=input_size, hidden_size=H,
-                             num_layers=2, bidirectional=bidirectional, batch_first=True)
-    x = randn(g, (T, input_size), dtype)  # (T, input_size) whatever batch_first says
-    inputs, hx = [x], None
-    if with_hx:
-        state_shape = (2 * (2 if bidirectional else 1), H)
         hx = randn(g, state_shape, dtype)
         if kind == "LSTM":
             hx = (hx, randn(g, state_shape, dtype))

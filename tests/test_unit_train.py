@@ -6,8 +6,16 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.train import (bits_per_char, default_device, exact_match, fit, lm_heldout_loss,
-                              position_accuracy, seed_everything, to_device)
+from course_lib.train import (
+    bits_per_char,
+    default_device,
+    exact_match,
+    fit,
+    lm_heldout_loss,
+    position_accuracy,
+    seed_everything,
+    to_device,
+)
 
 
 def test_fit_learns_a_linear_map_and_records_history():

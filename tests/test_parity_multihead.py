@@ -126,8 +126,8 @@ def test_dropout_applies_to_weights_in_training_only():
 
 
 @pytest.mark.parametrize("args,match", [
-    ((30, 4), "d_model=30 must be a positive multiple of num_heads=4"),
-    ((32, 0), "num_heads=0"),
+    ((30, 4), "d_model=30 is not divisible by num_heads=4"),
+    ((32, 0), "num_heads must be a positive int, got 0"),
 ])
 def test_bad_construction(args, match):
     with pytest.raises(ValueError, match=match):

@@ -164,14 +164,13 @@ def test_relu_rnn_is_non_negative_and_tanh_rnn_is_bounded():
 
 
 # ---------------------------------------------------------------------------
-# Cells: hx=None, unbatched input
+# Cells: hx=None; inputs need a batch dimension
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cls", [RNNCell, GRUCell])
 def test_cell_without_hx_starts_from_zeros(cls):
     cell, x = seeded(cls, 4, 3), randn(2, 4)
     assert_close(cell(x), cell(x, torch.zeros(2, 3, dtype=D)))
-    assert_close(cell(x[0]), cell(x[0], torch.zeros(3, dtype=D)))
 
 
 def test_lstm_cell_without_hx_starts_from_zeros():
@@ -181,19 +180,13 @@ def test_lstm_cell_without_hx_starts_from_zeros():
         assert_close(a, b)
 
 
-@pytest.mark.parametrize("cls", [RNNCell, GRUCell, LSTMCell])
-def test_unbatched_cell_is_row_of_batched(cls):
-    cell, x = seeded(cls, 4, 3), randn(2, 4, seed=1)
-    h = randn(2, 3, seed=2)
-    hx = (h, h * 2) if cls is LSTMCell else h
-    batched = cell(x, hx)
-    one = cell(x[1], (h[1], h[1] * 2) if cls is LSTMCell else h[1])
-    if cls is LSTMCell:
-        assert one[0].shape == (3,) and one[1].shape == (3,)
-        assert_close(one[0], batched[0][1]), assert_close(one[1], batched[1][1])
-    else:
-        assert one.shape == (3,)
-        assert_close(one, batched[1])
+@pytest.mark.parametrize("cls", [RNNCell, GRUCell, LSTMCell, RNN, GRU, LSTM])
+def test_unbatched_input_is_refused_with_a_hint(cls):
+    """The book always passes batches; torch's unbatched layout is refused, with the fix."""
+    module = seeded(cls, 4, 3)
+    x = randn(4) if "Cell" in cls.__name__ else randn(5, 4)
+    with pytest.raises(ValueError, match=r"inputs need a batch dimension \(x\[None\] adds one\)"):
+        module(x)
 
 
 # ---------------------------------------------------------------------------
@@ -290,16 +283,26 @@ def test_batch_elements_are_independent(cls):
     layer, x = seeded(cls, 4, 3, bidirectional=True), randn(3, 5, 4)
     out, _ = layer(x)
     for b in range(3):
-        alone, _ = layer(x[b])  # unbatched (T, input_size)
-        assert alone.shape == (5, 6)
-        assert_close(alone, out[b])
+        alone, _ = layer(x[b:b + 1])  # a batch of one
+        assert alone.shape == (1, 5, 6)
+        assert_close(alone[0], out[b])
 
 
-def test_dtype_and_device_arguments():
-    lstm = LSTM(3, 4, num_layers=2, dtype=torch.float64, device="cpu")
-    assert all(p.dtype == torch.float64 for p in lstm.parameters())
-    cell = GRUCell(3, 4, dtype=torch.float64)
-    assert cell(torch.zeros(2, 3, dtype=D)).dtype == torch.float64
+def test_bool_arguments_are_type_checked_as_torch_does():
+    """torch.nn.RNN raises TypeError for bias=1 or batch_first="False" (a str is truthy)."""
+    with pytest.raises(TypeError, match="bias should be of type bool, got: int"):
+        LSTM(3, 4, bias=1)
+    with pytest.raises(TypeError, match="batch_first should be of type bool, got: str"):
+        GRU(3, 4, batch_first="False")
+    with pytest.raises(TypeError, match="bidirectional should be of type bool, got: int"):
+        RNN(3, 4, bidirectional=1)
+    with pytest.raises(TypeError, match="bias should be of type bool, got: int"):
+        GRUCell(3, 4, bias=0)
+    for cls in (RNN, LSTM, GRU):  # torch agrees on the first two
+        with pytest.raises(TypeError, match="bias should be of type bool"):
+            getattr(torch.nn, cls.__name__)(3, 4, bias=1)
+        with pytest.raises(TypeError, match="batch_first should be of type bool"):
+            getattr(torch.nn, cls.__name__)(3, 4, batch_first="False")
 
 
 @pytest.mark.parametrize("cls", [RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU])
@@ -388,8 +391,8 @@ def test_layer_input_with_wrong_features(cls):
 
 
 def test_layer_input_with_wrong_dims():
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, input_size\) \(batch_first=True\) or "
-                                         r"\(T, input_size\) \(unbatched\), got shape \(5,\)"):
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, input_size\) \(batch_first=True\), "
+                                         r"got shape \(5,\)"):
         LSTM(5, 4)(torch.zeros(5))
     with pytest.raises(ValueError, match=r"\(T, B, input_size\) \(batch_first=False\).*got shape \(1, 2, 3, 5\)"):
         GRU(5, 4, batch_first=False)(torch.zeros(1, 2, 3, 5))
@@ -420,9 +423,6 @@ def test_layer_hx_with_wrong_shape(cls):
         layer(x, torch.zeros(2, 3, 4))
     with pytest.raises(ValueError, match=r"hx has shape \(4, 2, 4\) .* = \(4, 3, 4\)"):
         layer(x, torch.zeros(4, 2, 4))  # wrong batch size
-    with pytest.raises(ValueError, match=r"hx has shape \(4, 3, 4\) .* \(num_layers \* num_directions, "
-                                         r"hidden_size\) for an unbatched x = \(4, 4\)"):
-        layer(x[0], torch.zeros(4, 3, 4))
     with pytest.raises(TypeError, match="hx must be a torch.Tensor, got tuple"):
         layer(x, (torch.zeros(4, 3, 4), torch.zeros(4, 3, 4)))
 
@@ -441,14 +441,11 @@ def test_lstm_hx_must_be_a_pair_of_the_right_shapes():
 def test_cell_bad_input():
     with pytest.raises(ValueError, match=r"x has 7 features but the LSTMCell was built with input_size=5"):
         LSTMCell(5, 4)(torch.zeros(2, 7))
-    with pytest.raises(ValueError, match=r"x must have shape \(B, input_size\) or \(input_size,\), "
-                                         r"got shape \(2, 3, 5\)"):
+    with pytest.raises(ValueError, match=r"x must have shape \(B, input_size\), got shape \(2, 3, 5\)"):
         RNNCell(5, 4)(torch.zeros(2, 3, 5))
     with pytest.raises(ValueError, match=r"hx has shape \(3, 4\) but the GRUCell expects "
                                          r"\(B, hidden_size\) = \(2, 4\)"):
         GRUCell(5, 4)(torch.zeros(2, 5), torch.zeros(3, 4))
-    with pytest.raises(ValueError, match=r"hx has shape \(1, 4\) .* \(hidden_size,\) for an unbatched x = \(4,\)"):
-        RNNCell(5, 4)(torch.zeros(5), torch.zeros(1, 4))
     with pytest.raises(ValueError, match=r"hx\[1\] \(c\) has shape \(2, 3\) .* = \(2, 4\)"):
         LSTMCell(5, 4)(torch.zeros(2, 5), (torch.zeros(2, 4), torch.zeros(2, 3)))
     with pytest.raises(TypeError, match=r"hx must be a tuple \(h, c\) for the LSTMCell, got Tensor"):

@@ -1,4 +1,4 @@
-"""course_lib.seq2seq: encoder, the three decoders, score functions, decoding, training."""
+"""course_lib.seq2seq: encoder, the three decoders, decoding through course_lib.decoding, training."""
 
 import itertools
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from course_lib import attention as A
-from course_lib import data, train
+from course_lib import data, decoding, train
 from course_lib import seq2seq as S
 
 V_SRC, V_TGT = 9, 7
@@ -25,7 +25,7 @@ def _batch(B=3, S_max=6, T=5, seed=0):
 def _model(attention, score=None, cell="gru", bidirectional=False, seed=0, **kw):
     torch.manual_seed(seed)
     model = S.build_model(V_SRC, V_TGT, attention=attention, score=score, hidden_size=16,
-                          emb_size=8, cell=cell, bidirectional=bidirectional, max_src_len=8, **kw)
+                          embed_size=8, cell=cell, bidirectional=bidirectional, max_src_len=8, **kw)
     return model.eval()
 
 
@@ -56,13 +56,13 @@ def _id(kw):
 # Score functions
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", list(S.SCORES) + ["additive"])
+@pytest.mark.parametrize("name", list(A.SCORES) + ["additive"])
 def test_make_score_shapes_and_reuses_course_lib_attention(name):
-    score = S.make_score(name, 6, 6, d_hidden=5, max_src_len=10)
+    score = A.make_score(name, 6, 6, d_hidden=5, max_src_len=10)
     q, k = torch.randn(2, 3, 6), torch.randn(2, 7, 6)
     assert score(q, k).shape == (2, 3, 7)
     expected_type = {"general": A.GeneralScore, "concat": A.AdditiveScore, "additive": A.AdditiveScore,
-                     "location": A.LocationScore, "cosine": S.CosineScore}.get(name)
+                     "location": A.LocationScore, "cosine": A.CosineScore}.get(name)
     if expected_type:
         assert isinstance(score, expected_type)
     if name == "dot":
@@ -75,16 +75,16 @@ def test_make_score_shapes_and_reuses_course_lib_attention(name):
 
 def test_make_score_bad_input():
     with pytest.raises(ValueError, match="unknown score 'bilinear'"):
-        S.make_score("bilinear", 4, 4)
+        A.make_score("bilinear", 4, 4)
     with pytest.raises(ValueError, match="d_q=4, d_k=8"):
-        S.make_score("dot", 4, 8)
+        A.make_score("dot", 4, 8)
     with pytest.raises(ValueError, match="max_src_len"):
-        S.make_score("location", 4, 4)
-    assert S.make_score("general", 4, 8)(torch.randn(1, 2, 4), torch.randn(1, 3, 8)).shape == (1, 2, 3)
+        A.make_score("location", 4, 4)
+    assert A.make_score("general", 4, 8)(torch.randn(1, 2, 4), torch.randn(1, 3, 8)).shape == (1, 2, 3)
 
 
 def test_location_score_ignores_the_keys_contents():
-    score = S.make_score("location", 4, 4, max_src_len=6)
+    score = A.make_score("location", 4, 4, max_src_len=6)
     q = torch.randn(2, 3, 4)
     assert torch.equal(score(q, torch.randn(2, 5, 4)), score(q, torch.randn(2, 5, 4)))
 
@@ -131,11 +131,13 @@ def test_encoder_ignores_padding_and_matches_torch(cell, bidirectional):
 def test_encoder_bad_input():
     enc = S.Encoder(V_SRC, 8, 16)
     src, src_len, _ = _batch()
-    with pytest.raises(ValueError, match=r"src must be a \(B, T\) long tensor"):
+    with pytest.raises(TypeError, match=r"src must hold integer token ids \(torch.long\), got dtype torch.float32"):
         enc(src.float(), src_len)
+    with pytest.raises(ValueError, match=r"src must be a \(B, T\) tensor of token ids, got shape \(18,\)"):
+        enc(src.flatten(), src_len)
     with pytest.raises(ValueError, match=r"src_len must have shape \(B,\) = \(3,\)"):
         enc(src, src_len[:2])
-    with pytest.raises(ValueError, match="src_len must lie in 1..S = 1..6"):
+    with pytest.raises(ValueError, match=r"src_len must lie in 1..6, got \[7, 2, 1\]"):
         enc(src, torch.tensor([7, 2, 1]))
     with pytest.raises(TypeError, match="src must be a torch.Tensor"):
         enc(src.tolist(), src_len)
@@ -153,10 +155,10 @@ def test_teacher_forcing_equals_step_by_step(kw):
     src, src_len, tgt_in = _batch()
     logits, weights = model(src, src_len, tgt_in)
     assert logits.shape == (3, 5, V_TGT)
-    memory = model.encode(src, src_len)
-    state = model.decoder.init_state(memory)
+    state = model.start(src, src_len)
+    memory = state["memory"]
     for t in range(tgt_in.shape[1]):
-        step_logits, state, w = model.decoder.step(tgt_in[:, t], state, memory)
+        step_logits, state, w = model.decoder.step(tgt_in[:, t], state)
         assert torch.allclose(step_logits, logits[:, t], atol=1e-5)
         if kw["attention"] is None:
             assert w is None and weights is None
@@ -201,7 +203,7 @@ def test_luong_output_is_the_attentional_hidden_state():
     memory = model.encode(src, src_len)
     dec = model.decoder
     state = dec.init_state(memory)
-    logits, state, weights = dec.step(tgt_in[:, 0], state, memory)
+    logits, state, weights = dec.step(tgt_in[:, 0], state)
     s = state["h"]  # (B, H)
     scores = dec.score(s[:, None], memory.outputs).squeeze(1).masked_fill(~memory.mask, float("-inf"))
     a = torch.softmax(scores, -1)
@@ -218,7 +220,7 @@ def test_bahdanau_feeds_the_context_into_the_rnn():
     src, src_len, tgt_in = _batch()
     memory = model.encode(src, src_len)
     state = dec.init_state(memory)
-    _, new, weights = dec.step(tgt_in[:, 0], state, memory)
+    _, new, weights = dec.step(tgt_in[:, 0], state)
     c = (weights[..., None] * memory.outputs).sum(1)
     expected = dec.cell(torch.cat([dec.embed(tgt_in[:, 0]), c], -1), state["h"])
     assert torch.allclose(new["h"], expected, atol=1e-6)
@@ -242,11 +244,11 @@ def test_local_attention_stays_in_its_window():
 
 
 def test_build_model_bad_input():
-    with pytest.raises(ValueError, match="attention must be None, 'bahdanau' or 'luong'"):
+    with pytest.raises(ValueError, match=r"attention must be one of \[None, 'bahdanau', 'luong'\]"):
         S.build_model(5, 5, attention="transformer")
     with pytest.raises(ValueError, match="needs an attention decoder"):
         S.build_model(5, 5, score="dot")
-    with pytest.raises(ValueError, match="window must be None or an int"):
+    with pytest.raises(ValueError, match="window must be an int >= 0, got -1"):
         S.build_model(5, 5, attention="luong", window=-1)
     with pytest.raises(ValueError, match="local must be"):
         S.build_model(5, 5, attention="luong", window=2, local="gaussian")
@@ -262,13 +264,22 @@ def test_build_model_bad_input():
 # Decoding
 # ---------------------------------------------------------------------------
 
+def _greedy(model, src, src_len, max_len):
+    return decoding.greedy(model.step, torch.ones_like(src_len), model.start(src, src_len), max_len,
+                           eos_id=2)
+
+
+def _beam(model, src, src_len, max_len, beam_size):
+    return decoding.beam_search(model.step, torch.ones_like(src_len), model.start(src, src_len),
+                                max_len, beam_size, eos_id=2)
+
+
 @pytest.mark.parametrize("kw", ALL_MODELS[:4] + ALL_MODELS[-3:], ids=_id)
 def test_beam_of_one_is_greedy(kw):
     model = _model(**kw)
     src, src_len, _ = _batch()
-    tokens, weights, log_prob = S.greedy_decode(model, src, src_len, bos_id=1, eos_id=2, max_len=6)
-    beam_tokens, beam_scores = S.beam_search(model, src, src_len, bos_id=1, eos_id=2, max_len=6,
-                                             beam_size=1)
+    tokens, log_prob = _greedy(model, src, src_len, max_len=6)
+    beam_tokens, beam_scores = _beam(model, src, src_len, max_len=6, beam_size=1)
     n = tokens.shape[1]
     assert torch.equal(beam_tokens[:, 0, :n], tokens)
     assert torch.allclose(beam_scores[:, 0], log_prob, atol=1e-5)
@@ -300,28 +311,43 @@ def _brute_force_best(model, src, src_len, max_len, V, eos_id=2):
 def test_exhaustive_beam_finds_the_most_likely_output(attention):
     V, max_len = 4, 3
     torch.manual_seed(3)
-    model = S.build_model(6, V, attention=attention, hidden_size=8, emb_size=4).eval()
+    model = S.build_model(6, V, attention=attention, hidden_size=8, embed_size=4).eval()
     src, src_len = torch.tensor([[4, 5, 3]]), torch.tensor([3])
     best, best_score = _brute_force_best(model, src, src_len, max_len, V)
-    tokens, scores = S.beam_search(model, src, src_len, bos_id=1, eos_id=2, max_len=max_len,
-                                   beam_size=V ** max_len)
+    tokens, scores = _beam(model, src, src_len, max_len, beam_size=V ** max_len)
     assert abs(scores[0, 0].item() - best_score) < 1e-5
     assert tokens[0, 0, : len(best)].tolist() == best
     assert torch.all(scores[0, :-1] >= scores[0, 1:])  # ranked best first
-    greedy_score = S.greedy_decode(model, src, src_len, 1, 2, max_len)[2].item()
+    greedy_score = _greedy(model, src, src_len, max_len)[1].item()
     assert best_score >= greedy_score - 1e-6
 
 
 def test_beam_search_decodes_each_sequence_independently():
     model = _model("luong", "general")
     src, src_len, _ = _batch()
-    tokens, scores = S.beam_search(model, src, src_len, 1, 2, max_len=5, beam_size=3)
+    tokens, scores = _beam(model, src, src_len, max_len=5, beam_size=3)
     for b in range(3):
         n = int(src_len[b])
-        alone, alone_scores = S.beam_search(model, src[b:b + 1, :n], src_len[b:b + 1], 1, 2, 5, 3)
+        alone, alone_scores = _beam(model, src[b:b + 1, :n], src_len[b:b + 1], 5, 3)
         assert torch.equal(alone[0], tokens[b]) and torch.allclose(alone_scores[0], scores[b], atol=1e-5)
-    with pytest.raises(ValueError, match="beam_size must be >= 1"):
-        S.beam_search(model, src, src_len, 1, 2, 5, beam_size=0)
+    with pytest.raises(ValueError, match="beam_size must be a positive int, got 0"):
+        _beam(model, src, src_len, 5, beam_size=0)
+
+
+def test_translate_weights_are_those_of_the_decoding_steps():
+    """translate(return_weights=True) recomputes the weights by teacher forcing the decoded
+    tokens: they equal the weights of the greedy steps themselves."""
+    model = _model("luong", "general")
+    vocab = data.Vocab.from_text("abcdef")
+    model = S.build_model(len(vocab), len(vocab), attention="bahdanau", hidden_size=8, embed_size=4).eval()
+    outputs, weights = S.translate(model, ["abc", "fedcb"], vocab, vocab, max_len=6, return_weights=True)
+    src, src_len = data.pad_batch([vocab.encode(s) for s in ["abc", "fedcb"]])
+    state = model.start(src, src_len)
+    y = torch.full((2,), vocab.bos_id)
+    for t in range(len(outputs[0]) + 1):
+        logits, state, w = model.decoder.step(y, state)
+        y = logits.argmax(-1)
+        assert torch.allclose(w[0, :3], weights[0][t], atol=1e-6)
 
 
 # ---------------------------------------------------------------------------
@@ -345,7 +371,7 @@ def test_learns_to_copy_short_strings(attention, score, one_thread):
     vocab = data.Vocab.from_text("abcdef")
     batches = data.batches(data.encode_pairs(pairs, vocab, vocab), 64)
     model = S.build_model(len(vocab), len(vocab), attention=attention, score=score,
-                          hidden_size=32, emb_size=16)
+                          hidden_size=32, embed_size=16)
     train.fit(model, S.seq2seq_loss, lambda step: next(batches), steps=300, lr=1e-2, progress=False)
     metrics = S.evaluate(model, held_out, vocab, vocab)
     assert metrics["exact_match"] > 0.9, metrics

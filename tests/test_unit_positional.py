@@ -49,11 +49,16 @@ def test_modules_add_the_encoding_and_reject_long_inputs():
     sin = SinusoidalPositionalEncoding(8, max_len=10)
     torch.testing.assert_close(sin(x), x + sinusoidal_encoding(6, 8))
     assert list(sin.parameters()) == [] and "pe" not in sin.state_dict()
-    learned = LearnedPositionalEmbedding(10, 8)
+    learned = LearnedPositionalEmbedding(8, max_len=10)
     torch.testing.assert_close(learned(x), x + learned.embedding.weight[:6])
+    # positions start..start+T-1 (a cached decoder continues a sequence)
+    torch.testing.assert_close(sin(x[:, :2], start=3), x[:, :2] + sinusoidal_encoding(5, 8)[3:5])
+    torch.testing.assert_close(learned(x[:, :2], start=3), x[:, :2] + learned.embedding.weight[3:5])
     for module in (sin, learned):
-        with pytest.raises(ValueError, match="T=11 exceeds max_len=10"):
+        with pytest.raises(ValueError, match="T=11 from position 0 exceeds max_len=10"):
             module(torch.randn(1, 11, 8))
+        with pytest.raises(ValueError, match="T=3 from position 8 exceeds max_len=10"):
+            module(torch.randn(1, 3, 8), start=8)
         with pytest.raises(ValueError, match=r"x must be \(B, T, d_model=8\)"):
             module(torch.randn(6, 8))
 

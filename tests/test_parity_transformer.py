@@ -168,3 +168,41 @@ def test_gradients_match_torch_encoder_layer():
     their_grads = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
         torch.testing.assert_close(p.grad, their_grads[name].grad, atol=1e-4, rtol=1e-4)
+
+
+ACTIVATIONS = [("relu", "relu"), ("gelu", "gelu"),
+               ("callable", lambda x: torch.nn.functional.silu(x))]  # any function, as in torch
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("name,activation", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_activation_and_bias_options_match_torch(name, activation, bias, norm_first):
+    """activation ("relu", "gelu" or a callable) and bias=False, as torch's layers take them:
+    the same state dict keys, and after load_state_dict the same outputs."""
+    torch.manual_seed(0)
+    options = dict(dropout=0.1, activation=activation, norm_first=norm_first, bias=bias)
+    pairs = [(EncoderLayer(D_MODEL, HEADS, D_FF, **options),
+              nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, batch_first=True, **options)),
+             (DecoderLayer(D_MODEL, HEADS, D_FF, **options),
+              nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, batch_first=True, **options))]
+    x, memory, mask = torch.randn(2, 5, D_MODEL), torch.randn(2, 4, D_MODEL), causal_mask(5)
+    for k, (ours, theirs) in enumerate(pairs):
+        theirs = randomise(theirs.eval(), 10 + k)
+        assert set(ours.state_dict()) == set(theirs.state_dict())
+        assert bias or not any(name.endswith("bias") and "norm" not in name for name in ours.state_dict())
+        ours.load_state_dict(theirs.state_dict())
+        ours.eval()
+        if isinstance(ours, EncoderLayer):
+            got, expected = ours(x, mask), theirs(x, src_mask=~mask)
+        else:
+            got, expected = ours(x, memory, mask), theirs(x, memory, tgt_mask=~mask)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_bool_options_are_type_checked():
+    for make in (lambda: EncoderLayer(16, 4, 32, bias=1), lambda: DecoderLayer(16, 4, 32, norm_first="no")):
+        with pytest.raises(TypeError, match="should be of type bool"):
+            make()
+    with pytest.raises(ValueError, match=r"activation must be one of \['relu', 'gelu'\], got 'tanh'"):
+        EncoderLayer(16, 4, 32, activation="tanh")

@@ -1,0 +1,214 @@
+"""One training recipe per model family, shared by the chapters and `benchmarks/`.
+
+A recipe is everything that turns a model and data into a trained model: the loss, the
+batches, the optimiser, the learning-rate schedule, the clipping, the seeds. Writing it once
+here means a chapter and its benchmark train the same way, and a committed sweep can record a
+fingerprint of the recipe that produced it (`course_lib.evidence`).
+
+    train_lm           next-character language models (the RNNs of chapter 2, the GPT of chapter 10),
+                       on random windows or, stateful, on consecutive windows of parallel streams
+    train_char_lm      chapter 2's recipe: a CharLM built and trained with train_lm
+    train_seq2seq      recurrent encoder-decoders (chapters 3 and 4)
+    train_transformer  the encoder-decoder Transformer (chapter 9)
+
+Each returns the `course_lib.train.History` of `fit` (train_char_lm also the model). Seed the
+model's initialisation yourself (`seed_everything(seed)` before building it); `seed` here
+seeds the order of the batches.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from . import data
+from ._checks import check_choice, check_int
+from .charlm import CharLM
+from .seq2seq import seq2seq_loss
+from .train import fit, lm_heldout_loss, seed_everything
+
+__all__ = ["lm_loss", "warmup_cosine", "stream_batches", "train_lm", "CHAR_LM_RECIPE", "train_char_lm",
+           "train_seq2seq", "transformer_loss", "train_transformer", "GPT_RECIPE"]
+
+
+# ---------------------------------------------------------------------------
+# Language models
+# ---------------------------------------------------------------------------
+
+def lm_loss(model, batch):
+    """Mean cross-entropy of the next character, in nats: batch = (x, y), each (B, T)."""
+    x, y = batch
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+
+def warmup_cosine(step, steps, warmup, min_ratio):
+    """Learning-rate multiplier: linear warm-up over `warmup` steps, then a cosine decay to
+    min_ratio at the last step (nanoGPT's schedule)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(steps - warmup, 1)
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def stream_batches(ids, batch_size, seq_len):
+    """Batches for stateful training (Karpathy's char-rnn): the text is cut into batch_size
+    streams, and batch k holds the k-th window of seq_len characters of every stream, so that
+    each row continues where the same row of the previous batch stopped.
+
+    -> a function step -> (x (B, T), y (B, T), restart): restart is True when the streams
+    start again from their beginnings (then a carried state must be dropped).
+    """
+    n = (len(ids) - 1) // batch_size  # characters per stream
+    if n <= seq_len:
+        raise ValueError(f"{len(ids)} characters make streams of {n}, not longer than seq_len={seq_len}")
+    starts = torch.arange(batch_size)[:, None] * n  # (B, 1)
+    windows = n // seq_len  # windows per pass over the streams
+    offsets = torch.arange(seq_len + 1)  # (T+1,)
+
+    def batch(step):
+        k = (step - 1) % windows
+        w = ids[starts + k * seq_len + offsets]  # (B, T+1)
+        return w[:, :-1], w[:, 1:], k == 0
+    return batch
+
+
+def train_lm(model, corpus, steps, batch_size=32, seq_len=64, lr=1e-2, optimizer="adam",
+             weight_decay=0.0, betas=(0.9, 0.999), warmup=0, schedule="constant", min_lr=0.0,
+             clip=1.0, seed=0, eval_every=0, eval_chars=None, eval_seq_len=256, eval_fn=None,
+             stateful=False, progress=True, desc=None):
+    """Train a next-character model on random windows of corpus.train (`data.lm_batch`), or,
+    with stateful=True, on consecutive windows of parallel streams (`stream_batches`) with the
+    recurrent state carried from one batch to the next and the gradient cut at the window's
+    start (truncated backpropagation through time, as char-rnn trains; the model must accept
+    model(x, state, return_state=True), as CharLM does).
+
+    optimizer "adam", or "adamw" (decoupled weight decay on the weight matrices only, as
+    nanoGPT); schedule "constant", or "cosine" (`warmup_cosine` down to min_lr). Every
+    `eval_every` steps and at the end, history.evals records the held-out loss (nats per
+    character) on the first `eval_chars` characters of corpus.val (all if None), read in
+    windows of eval_seq_len characters (`train.lm_heldout_loss`); or whatever `eval_fn(model)`
+    returns, if given (e.g. the loss on several held-out pieces).
+    """
+    check_int("steps", steps)
+    check_choice("optimizer", optimizer, ("adam", "adamw"))
+    check_choice("schedule", schedule, ("constant", "cosine"))
+    g = torch.Generator().manual_seed(seed)
+    val = corpus.val if eval_chars is None else corpus.val[:eval_chars]
+    if optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas)
+    else:
+        matrices = [p for p in model.parameters() if p.dim() >= 2]
+        others = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
+                                 {"params": others, "weight_decay": 0.0}], lr=lr, betas=betas)
+    scheduler = None
+    if schedule == "cosine":
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda step: warmup_cosine(step, steps, warmup, min_lr / lr))
+    loss_fn, batches = lm_loss, lambda step: data.lm_batch(corpus.train, batch_size, seq_len, g)
+    if stateful:
+        loss_fn, batches = _carried_state_loss(), stream_batches(corpus.train, batch_size, seq_len)
+    return fit(model, loss_fn, batches, steps=steps, optimizer=opt, scheduler=scheduler, clip=clip,
+               eval_fn=eval_fn or (lambda m: lm_heldout_loss(m, val, seq_len=eval_seq_len)),
+               eval_every=eval_every, progress=progress, desc=desc)
+
+
+def _carried_state_loss():
+    """lm_loss for stateful batches (x, y, restart): the state left by the previous batch is
+    the next one's start, detached (no gradient flows into the previous window)."""
+    carry = {"state": None}
+
+    def loss_fn(model, batch):
+        x, y, restart = batch
+        state = None if restart else carry["state"]
+        logits, state = model(x, state, return_state=True)
+        carry["state"] = tuple(s.detach() for s in state) if isinstance(state, tuple) else state.detach()
+        return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+    return loss_fn
+
+
+CHAR_LM_RECIPE = {
+    "cells": ("rnn", "gru", "lstm"),
+    "budgets": (300, 3000),
+    "learning_rates": (3e-3, 1e-2, 3e-2),
+    "seeds": (0, 1, 2),
+    "forget_bias": {"lstm": 1.0},
+}
+"""Chapter 2's comparison of the three cells (`benchmarks/bench_rnn.py` runs it as a sweep):
+every cell trained by `train_char_lm` for the same numbers of steps (the budgets), at each
+learning rate, from each seed; the LSTM starts with forget-gate bias 1. A run of the larger
+budget holds the smaller one: with a constant learning rate, its first 300 steps are the
+300-step run."""
+
+
+def train_char_lm(cell, corpus, steps, batch_size=32, seq_len=64, lr=1e-2, hidden_size=128,
+                  embed_size=32, forget_bias=None, seed=0, eval_every=0, eval_chars=None,
+                  eval_fn=None, stateful=False, progress=True):
+    """Chapter 2's recipe: a `CharLM` (seeded with `seed`) trained by `train_lm` with Adam,
+    a constant learning rate and gradients clipped to norm 1. Returns (model, history)."""
+    seed_everything(seed)
+    model = CharLM(len(corpus.vocab), cell, embed_size, hidden_size, forget_bias=forget_bias)
+    history = train_lm(model, corpus, steps, batch_size, seq_len, lr, seed=seed,
+                       eval_every=eval_every, eval_chars=eval_chars, eval_fn=eval_fn,
+                       stateful=stateful, progress=progress, desc=cell.upper())
+    return model, history
+
+
+GPT_RECIPE = dict(batch_size=12, seq_len=64, lr=1e-3, optimizer="adamw", weight_decay=0.1,
+                  betas=(0.9, 0.99), warmup=100, schedule="cosine", min_lr=1e-4, clip=1.0)
+"""nanoGPT's CPU recipe ("baby GPT": AdamW, warm-up then cosine decay), for `train_lm`."""
+
+
+# ---------------------------------------------------------------------------
+# Encoder-decoders
+# ---------------------------------------------------------------------------
+
+def _one_cycle(model, lr, steps, warmup, betas=(0.9, 0.999)):
+    """Adam with a one-cycle schedule: warm up over a fraction `warmup` of the steps, then a
+    cosine decay (torch's OneCycleLR)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=betas)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps,
+                                                    pct_start=warmup)
+    return optimizer, scheduler
+
+
+def train_seq2seq(model, pairs, src_vocab, tgt_vocab, steps, batch_size=64, lr=1e-2, warmup=0.2,
+                  seed=0, eval_fn=None, eval_every=0, progress=True, desc=None):
+    """Teacher-forced training of a recurrent seq2seq model on (source, target) string pairs:
+    `seq2seq.seq2seq_loss`, batches of similar source lengths (`data.length_batches`), Adam
+    with a one-cycle schedule, gradients clipped to norm 1."""
+    check_int("steps", steps)
+    tensors = data.encode_pairs(pairs, src_vocab, tgt_vocab)
+    batches = data.length_batches(tensors, batch_size, seed=seed)
+    optimizer, scheduler = _one_cycle(model, lr, steps, warmup)
+    return fit(model, seq2seq_loss, lambda step: next(batches), steps=steps, optimizer=optimizer,
+               scheduler=scheduler, eval_fn=eval_fn, eval_every=eval_every, progress=progress,
+               desc=desc)
+
+
+def transformer_loss(model, batch, label_smoothing=0.0, pad_id=0):
+    """Cross-entropy of every target position (padding ignored) of a `transformer.Transformer`."""
+    logits = model(batch["src"], batch["tgt_in"])  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=pad_id,
+                           label_smoothing=label_smoothing)
+
+
+def train_transformer(model, pairs, src_vocab, tgt_vocab, steps, batch_size=64, lr=3e-3,
+                      warmup=0.1, betas=(0.9, 0.999), label_smoothing=0.0, seed=0, eval_fn=None,
+                      eval_every=0, progress=True, desc=None):
+    """Chapter 9's recipe: `transformer_loss`, shuffled batches (`data.batches`), Adam with a
+    one-cycle schedule (a warm-up over a fraction `warmup` of the steps, then a cosine decay),
+    gradients clipped to norm 1."""
+    check_int("steps", steps)
+    tensors = data.encode_pairs(pairs, src_vocab, tgt_vocab)
+    batches = data.batches({k: v for k, v in tensors.items() if k != "src_len"}, batch_size,
+                           seed=seed)
+    optimizer, scheduler = _one_cycle(model, lr, steps, warmup, betas)
+
+    def loss_fn(m, batch):
+        return transformer_loss(m, batch, label_smoothing, src_vocab.pad_id)
+    return fit(model, loss_fn, lambda step: next(batches), steps=steps, optimizer=optimizer,
+               scheduler=scheduler, eval_fn=eval_fn, eval_every=eval_every, progress=progress,
+               desc=desc)
