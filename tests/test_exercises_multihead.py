@@ -8,11 +8,20 @@ import torch
 import torch.nn.functional as F
 
 from course_lib import attention as A
-from course_lib.exercises import (ExerciseFailure, ExerciseNotAttempted, check_alibi_bias,
-                                  check_attention_flops, check_cross_attention,
-                                  check_key_padding_mask, check_merge_heads,
-                                  check_multihead_forward, check_self_attention, check_shift_matrix,
-                                  check_sinusoidal_encoding, check_split_heads)
+from course_lib.exercises import (
+    ExerciseFailure,
+    ExerciseNotAttempted,
+    check_alibi_bias,
+    check_attention_flops,
+    check_cross_attention,
+    check_key_padding_mask,
+    check_merge_heads,
+    check_multihead_forward,
+    check_self_attention,
+    check_shift_matrix,
+    check_sinusoidal_encoding,
+    check_split_heads,
+)
 from course_lib.multihead import merge_heads, split_heads
 
 

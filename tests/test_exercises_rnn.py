@@ -4,7 +4,7 @@ the stub, and name the typical mistakes."""
 import pytest
 import torch
 
-from course_lib import rnn
+from course_lib import decoding, rnn
 from course_lib.exercises import (CheckResult, ExerciseFailure, ExerciseNotAttempted,
                                   check_bidirectional, check_bptt_jacobian, check_clip_grad_norm,
                                   check_cosine_similarity, check_gru_cell, check_rnn_forward,
@@ -105,7 +105,8 @@ def test_stub_is_not_attempted(check):
 def test_library_versions_pass():
     check_gru_cell(lambda x, h, W_ih, W_hh, b_ih, b_hh: rnn.gru_step(x @ W_ih.T + b_ih, h, W_hh, b_hh))
     check_set_forget_bias(rnn.set_forget_bias)
-    check_sample_next(rnn.sample_next)
+    check_sample_next(lambda logits, temperature, generator=None: decoding.sample_next(
+        logits, temperature, generator=generator))
 
 
 # ---- typical mistakes, each recognised ------------------------------------------------------

@@ -5,9 +5,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.exercises import (CheckResult, ExerciseFailure, ExerciseNotAttempted,
-                                  check_additive_score, check_beam_step, check_greedy_search,
-                                  check_local_weights, check_luong_step, check_sequence_loss)
+from course_lib.exercises import (
+    CheckResult,
+    ExerciseFailure,
+    ExerciseNotAttempted,
+    check_additive_score,
+    check_beam_step,
+    check_greedy_search,
+    check_local_weights,
+    check_luong_step,
+    check_sequence_loss,
+)
 
 
 def stub(*args, **kwargs):
@@ -103,7 +111,7 @@ def luong_without_mask(s, enc, mask, W_c):
 
 
 def luong_state_first(s, enc, mask, W_c):
-    h, w = good_luong(s, enc, mask, W_c)
+    _, w = good_luong(s, enc, mask, W_c)
     context = (w.unsqueeze(-1) * enc).sum(1)
     return torch.tanh(torch.cat([s, context], -1) @ W_c.T), w
 
@@ -146,7 +154,7 @@ def test_check_names_typical_mistakes(check, good, mistakes):
             check(mistake)
         message = str(info.value)
         assert "Likely cause" in message and phrase in message, message
-        assert "Hint:" in message
+        assert "Hint (" in message
 
 
 def test_check_reports_an_exception_of_the_learners_code():

@@ -7,9 +7,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.exercises import (ExerciseFailure, ExerciseNotAttempted, check_bits_per_char,
-                                  check_decoder_layer, check_greedy_decode, check_kv_cache_step,
-                                  check_shift_right, check_temperature_probs)
+from course_lib.exercises import (
+    ExerciseFailure,
+    ExerciseNotAttempted,
+    check_bits_per_char,
+    check_decoder_layer,
+    check_greedy_decode,
+    check_kv_cache_step,
+    check_shift_right,
+    check_temperature_probs,
+)
 from course_lib.multihead import merge_heads
 
 
@@ -88,7 +95,8 @@ def decoder_no_masks(layer, x, memory, self_mask=None, memory_mask=None):
 
 
 def greedy_keeps_bos(model, src, max_len, bos_id, eos_id):
-    return torch.cat([torch.full((src.shape[0], 1), bos_id), good_greedy(model, src, max_len, bos_id, eos_id)], 1)
+    tokens = good_greedy(model, src, max_len, bos_id, eos_id)
+    return torch.cat([torch.full((src.shape[0], 1), bos_id), tokens], 1)
 
 
 def greedy_first_position(model, src, max_len, bos_id, eos_id):
@@ -164,7 +172,7 @@ def test_typical_mistakes_are_named(check, wrong, message):
     with pytest.raises(ExerciseFailure, match=message) as info:
         check(wrong)
     assert not isinstance(info.value, ExerciseNotAttempted)
-    assert "Hint:" in str(info.value)
+    assert "Hint (" in str(info.value)
 
 
 def test_checks_reject_a_non_function():

@@ -3,111 +3,105 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 
-from ._engine import Case, CheckResult, _run_cases, _same
-
-
-def _positional():
-    from course_lib import positional  # imported lazily: the checks only need it when run
-
-    return positional
+from ._engine import Case, Check, Mistake, lib
 
 
 # --------------------------------------------------------------------------------------
 # The sinusoidal table
 # --------------------------------------------------------------------------------------
-_SINUSOIDAL_HINT = ("PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same angle): "
-                    "sines in the even columns, cosines in the odd ones, one frequency per pair.")
+def _table(n, d, exponent=lambda i, d: 2 * i / d, layout="interleaved"):
+    """The sinusoidal table; `exponent` and `layout` name the typical mistakes."""
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    i = torch.arange(d // 2, dtype=torch.float32)
+    angle = pos / 10000 ** exponent(i, d)  # (n, d/2)
+    if layout == "blocks":
+        return torch.cat([torch.sin(angle), torch.cos(angle)], 1)
+    pe = torch.zeros(n, d)
+    first, second = (torch.cos, torch.sin) if layout == "swapped" else (torch.sin, torch.cos)
+    pe[:, 0::2], pe[:, 1::2] = first(angle), second(angle)
+    return pe
 
 
-def check_sinusoidal_encoding(fn: Callable) -> CheckResult:
-    """Check ``fn(max_len, d_model) -> (max_len, d_model)`` (even d_model)."""
-    cases = [Case(f"max_len = {n}, d_model = {d}", (n, d), names=("max_len", "d_model"))
-             for n, d in [(10, 4), (50, 16), (1, 8), (100, 64)]]
-
-    def diagnose(case, got, expected):
-        n, d = case.args
-        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-            return None
-        if _same(got[:, 0::2], expected[:, 1::2]) and _same(got[:, 1::2], expected[:, 0::2]):
-            return "sine and cosine are swapped: sine in the even columns (2i), cosine in the odd ones."
-        if _same(got, torch.cat([expected[:, 0::2], expected[:, 1::2]], 1)):
-            return ("all sines first, then all cosines: interleave them, column 2i = sin and "
-                    "column 2i+1 = cos of the same frequency.")
-        pos = torch.arange(n, dtype=torch.float32)[:, None]
-        i = torch.arange(d // 2, dtype=torch.float32)
-        wrong = pos / 10000 ** (i / d)  # exponent i/d instead of 2i/d
-        alt = torch.zeros(n, d)
-        alt[:, 0::2], alt[:, 1::2] = torch.sin(wrong), torch.cos(wrong)
-        if _same(got, alt):
-            return "the exponent is i/d_model; it is 2i/d_model, where 2i is the even column index."
-        return None
-
-    return _run_cases("check_sinusoidal_encoding", fn,
-                      lambda n, d: _positional().sinusoidal_encoding(n, d), cases,
-                      _SINUSOIDAL_HINT, diagnose=diagnose)
+check_sinusoidal_encoding = Check(
+    "check_sinusoidal_encoding", "fn(max_len, d_model) -> (max_len, d_model): PE[pos, 2i] = "
+    "sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same angle)",
+    params=("max_len", "d_model"),
+    reference=lib("positional.sinusoidal_encoding"),
+    cases=lambda g: [Case(f"max_len = {n}, d_model = {d}", n, d)
+                     for n, d in [(10, 4), (50, 16), (1, 8), (100, 64)]],
+    mistakes=[
+        Mistake("sine and cosine are swapped: sine in the even columns (2i), cosine in the odd ones.",
+                lambda n, d: _table(n, d, layout="swapped")),
+        Mistake("all sines first, then all cosines: interleave them, column 2i = sin and column "
+                "2i+1 = cos of the same frequency.", lambda n, d: _table(n, d, layout="blocks")),
+        Mistake("the exponent is i/d_model; it is 2i/d_model, where 2i is the even column index.",
+                lambda n, d: _table(n, d, exponent=lambda i, d: i / d)),
+    ],
+    hints=["Each pair of columns (2i, 2i+1) shares one frequency; the frequencies fall "
+           "geometrically from 1 to 1/10000 across the pairs.",
+           "Build the (max_len, d_model/2) table of angles pos * frequency by broadcasting.",
+           "Fill the even columns with one trigonometric function of the angles and the odd "
+           "ones with the other (slicing with a step: [:, 0::2])."],
+)
 
 
 # --------------------------------------------------------------------------------------
 # A shift of position is a rotation
 # --------------------------------------------------------------------------------------
-_SHIFT_HINT = ("sin(w(p+k)) = sin(wp)cos(wk) + cos(wp)sin(wk) and cos(w(p+k)) = cos(wp)cos(wk) - "
-               "sin(wp)sin(wk): write these two lines as a 2 x 2 matrix acting on (sin(wp), cos(wp)).")
-
-
-def _reference_shift(k, w):
-    c, s = math.cos(w * k), math.sin(w * k)
+def _rotation(angle):
+    c, s = math.cos(angle), math.sin(angle)
     return torch.tensor([[c, s], [-s, c]])
 
 
-def check_shift_matrix(fn: Callable) -> CheckResult:
-    """Check ``fn(k, w) -> (2, 2)`` M with M @ [sin(wp), cos(wp)] = [sin(w(p+k)), cos(w(p+k))]."""
-    cases = [Case(f"k = {k}, w = {w}", (k, w), names=("k", "w"))
-             for k, w in [(1, 1.0), (3, 0.1), (0, 0.5), (-2, 0.01), (7, 1e-4)]]
-
-    def diagnose(case, got, expected):
-        if isinstance(got, torch.Tensor) and got.shape == (2, 2) and _same(got, expected.T):
-            return ("this is the transpose (a shift by -k): check the signs against the two lines "
-                    "of the angle-addition formulas.")
-        return None
-
-    return _run_cases("check_shift_matrix", fn, _reference_shift, cases, _SHIFT_HINT,
-                      diagnose=diagnose)
+check_shift_matrix = Check(
+    "check_shift_matrix", "fn(k, w) -> (2, 2) M with M @ [sin(wp), cos(wp)] = "
+    "[sin(w(p+k)), cos(w(p+k))] for every p",
+    params=("k", "w"),
+    reference=lambda k, w: _rotation(w * k),
+    cases=lambda g: [Case(f"k = {k}, w = {w}", k, w)
+                     for k, w in [(1, 1.0), (3, 0.1), (0, 0.5), (-2, 0.01), (7, 1e-4)]],
+    mistakes=[
+        Mistake("this is the transpose (a shift by -k): check the signs against the two lines of "
+                "the angle-addition formulas.", lambda k, w: _rotation(w * k).T),
+        Mistake("the shift k is missing from the angle: shifting by k positions turns by w * k.",
+                lambda k, w: _rotation(w)),
+    ],
+    hints=["Write sin(w(p+k)) and cos(w(p+k)) with the angle-addition formulas.",
+           "Each line is a linear combination of sin(wp) and cos(wp) with coefficients that do "
+           "not depend on p: those coefficients are the rows of M."],
+)
 
 
 # --------------------------------------------------------------------------------------
 # ALiBi: a relative position bias added to the scores
 # --------------------------------------------------------------------------------------
-_ALIBI_HINT = ("bias[i, j] = -slope * (i - j) for keys j <= i (the further back, the lower), and "
-               "-inf for j > i (causal). It is a float mask: it is ADDED to the scores.")
+def _alibi(T, slope, sign=-1.0, causal=True):
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    bias = sign * slope * (i - j).float()
+    return bias.masked_fill(j > i, -math.inf) if causal else bias
 
 
-def _reference_alibi(T, slope):
-    i = torch.arange(T)[:, None]
-    j = torch.arange(T)[None, :]
-    bias = -slope * (i - j).float()
-    return bias.masked_fill(j > i, -math.inf)
-
-
-def check_alibi_bias(fn: Callable) -> CheckResult:
-    """Check ``fn(T, slope) -> (T, T)`` float: -slope*(i-j) on and below the diagonal, -inf above."""
-    cases = [Case(f"T = {T}, slope = {m}", (T, m), names=("T", "slope"))
-             for T, m in [(4, 0.5), (1, 1.0), (6, 0.25), (8, 2.0)]]
-
-    def diagnose(case, got, expected):
-        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-            return None
-        if got.dtype == torch.bool:
-            return "ALiBi is a float bias added to the scores, not a bool mask."
-        below = torch.isfinite(expected)
-        if torch.isfinite(got).all() and _same(got[below], expected[below]):
-            return "the future is not masked: set bias[i, j] = -inf for j > i."
-        if _same(got[below], -expected[below]):
-            return "the sign is flipped: distant keys must get a LOWER score (-slope * distance)."
-        return None
-
-    return _run_cases("check_alibi_bias", fn, _reference_alibi, cases, _ALIBI_HINT,
-                      diagnose=diagnose)
+check_alibi_bias = Check(
+    "check_alibi_bias", "fn(T, slope) -> (T, T) float: -slope * (i - j) for keys j <= i, -inf "
+    "for j > i",
+    params=("T", "slope"),
+    reference=_alibi,
+    cases=lambda g: [Case(f"T = {T}, slope = {m}", T, m) for T, m in [(4, 0.5), (1, 1.0), (6, 0.25),
+                                                                      (8, 2.0)]],
+    mistakes=[
+        Mistake("the future is not masked: set bias[i, j] = -inf for j > i.",
+                lambda T, m: _alibi(T, m, causal=False)),
+        Mistake("the sign is flipped: distant keys must get a LOWER score (-slope * distance).",
+                lambda T, m: _alibi(T, m, sign=1.0)),
+        Mistake("ALiBi is a float bias added to the scores, not a bool mask.",
+                lambda T, m: torch.ones(T, T, dtype=torch.bool).tril()),
+    ],
+    hints=["Entry (i, j) depends only on the distance i - j between the query and the key.",
+           "Build that (T, T) distance table by broadcasting two aranges; the further back the "
+           "key, the lower its bias.",
+           "The bias is added to the scores before the softmax: a key that must get zero weight "
+           "needs -inf."],
+)

@@ -1,480 +1,330 @@
-"""Checks for the chapters "Sequences and recurrent networks" and "LSTM and GRU"."""
+"""Checks for chapter 1, "Sequences and recurrent networks"."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
-
 import torch
+import torch.nn.functional as F
 
-from ._engine import (Case, CheckResult, ExerciseFailure, _call_learner, _compare, _randn,
-                      _run_cases, _same)
-
-
-def _rnn():
-    from course_lib import rnn  # imported lazily: the checks only need it when run
-
-    return rnn
+from ._compare import within
+from ._engine import Answer, Case, Check, Mistake, Prediction, load, randn
 
 
-def _rnn_layer(W_ih, W_hh, b_ih, b_hh, kind="rnn"):
+def _params(g, input_size, H, gates=1, scale=0.5):
+    """(W_ih, W_hh, b_ih, b_hh) of a layer with `gates` stacked gates."""
+    return (randn(g, gates * H, input_size, scale=scale), randn(g, gates * H, H, scale=scale),
+            randn(g, gates * H, scale=scale), randn(g, gates * H, scale=scale))
+
+
+def _layer(kind, W_ih, W_hh, b_ih, b_hh):
     """A course_lib layer (batch_first) holding these weights."""
-    rnn = _rnn()
-    layer = {"rnn": rnn.RNN, "lstm": rnn.LSTM, "gru": rnn.GRU}[kind](
-        W_ih.shape[1], W_hh.shape[1], dtype=W_ih.dtype)
+    layer = load(f"rnn.{kind}")(W_ih.shape[1], W_hh.shape[1]).to(W_ih.dtype)
     layer.load_state_dict({"weight_ih_l0": W_ih, "weight_hh_l0": W_hh,
                            "bias_ih_l0": b_ih, "bias_hh_l0": b_hh})
     return layer
 
 
-def _rnn_params(g, input_size, H, gates=1, scale=0.5):
-    return (_randn(g, gates * H, input_size, scale=scale), _randn(g, gates * H, H, scale=scale),
-            _randn(g, gates * H, scale=scale), _randn(g, gates * H, scale=scale))
-
-
 # --------------------------------------------------------------------------------------
-# Chapter 1: unrolling the vanilla RNN
+# unrolling the vanilla RNN
 # --------------------------------------------------------------------------------------
-_FORWARD_HINT = ("loop over t = 0..T-1: h = tanh(x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh), "
-                 "starting from h = h0; collect every new h and stack them along dim=1. "
-                 "Return (outputs (B, T, H), the last h (B, H)).")
-
-_FORWARD_NAMES = ("x", "h0", "W_ih", "W_hh", "b_ih", "b_hh")
-
-
-def _rnn_forward_reference(x, h0, W_ih, W_hh, b_ih, b_hh):
+def _rnn_forward(x, h0, W_ih, W_hh, b_ih, b_hh):
     with torch.no_grad():
-        out, h_n = _rnn_layer(W_ih, W_hh, b_ih, b_hh)(x, h0[None])
+        out, h_n = _layer("RNN", W_ih, W_hh, b_ih, b_hh)(x, h0[None])
     return out, h_n[0]
 
 
-def check_rnn_forward(fn: Callable) -> CheckResult:
-    """Check ``fn(x, h0, W_ih, W_hh, b_ih, b_hh) -> (outputs (B, T, H), h_T (B, H))``."""
-    g = torch.Generator().manual_seed(10)
+def _loop(x, h0, W_ih, W_hh, b_ih, b_hh, feedback=True, store_before=False):
+    """The unrolled RNN, with two typical mistakes as switches."""
+    h, outs = h0, []
+    for t in range(x.shape[1]):
+        new = torch.tanh(x[:, t] @ W_ih.T + b_ih + (h if feedback else h0) @ W_hh.T + b_hh)
+        outs.append(h if store_before else new)
+        h = new
+    return torch.stack(outs, 1), h
+
+
+def _rnn_forward_cases(g):
     cases = []
     for description, B, T, input_size, H, zero_h0 in [
-        ("B=2, T=5, 3 inputs, 4 units", 2, 5, 3, 4, False),
-        ("h0 = zeros", 3, 4, 2, 5, True),
-        ("a single time step", 2, 1, 3, 4, False),
-        ("a long sequence, one example", 1, 12, 4, 3, False),
-    ]:
-        x = _randn(g, B, T, input_size)
-        h0 = torch.zeros(B, H) if zero_h0 else _randn(g, B, H, scale=0.5)
-        cases.append(Case(description, (x, h0, *_rnn_params(g, input_size, H)),
-                          names=_FORWARD_NAMES))
-    return _run_cases("check_rnn_forward", fn, _rnn_forward_reference, cases, _FORWARD_HINT,
-                      diagnose=_diagnose_rnn_forward)
+            ("B=2, T=5, 3 inputs, 4 units", 2, 5, 3, 4, False), ("h0 = zeros", 3, 4, 2, 5, True),
+            ("a single time step", 2, 1, 3, 4, False),
+            ("a long sequence, one example", 1, 12, 4, 3, False)]:
+        x = randn(g, B, T, input_size)
+        h0 = torch.zeros(B, H) if zero_h0 else randn(g, B, H, scale=0.5)
+        cases.append(Case(description, x, h0, *_params(g, input_size, H)))
+    return cases
 
 
-def _diagnose_rnn_forward(case: Case, got: Any, expected: Any) -> Optional[str]:
-    x, h0, W_ih, W_hh, b_ih, b_hh = case.args
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return "return a pair: (outputs of every step (B, T, H), the final state (B, H))."
-    outputs, h_T = got
-    exp_out, exp_h = expected
-    if not isinstance(outputs, torch.Tensor) or not isinstance(h_T, torch.Tensor):
-        return None
-    if outputs.shape == (x.shape[1], x.shape[0], h0.shape[1]) != exp_out.shape:
-        return "outputs are (T, B, H): stack the states along dim=1 to get (B, T, H) (batch first)."
-    no_recurrence = torch.tanh(x @ W_ih.T + b_ih + (h0 @ W_hh.T + b_hh)[:, None])
-    if outputs.shape == exp_out.shape and _same(outputs, no_recurrence):
-        return ("every step used h0: feed the new state back in (h = ... inside the loop, and "
-                "use that h at the next step).")
-    if outputs.shape == exp_out.shape and x.shape[1] > 1 and _same(outputs[:, 1:], exp_out[:, :-1]):
-        return "the outputs are shifted by one step: store h AFTER updating it (h_1..h_T, not h_0..h_{T-1})."
-    if outputs.shape == exp_out.shape and _same(outputs, exp_out) and h_T.shape == exp_h.shape:
-        return "the outputs are right but the final state is not: return the last h, h_T."
-    return None
+check_rnn_forward = Check(
+    "check_rnn_forward", "fn(x (B, T, I), h0 (B, H), W_ih, W_hh, b_ih, b_hh) -> "
+    "(outputs (B, T, H), h_T (B, H)): a tanh RNN unrolled over time",
+    params=("x", "h0", "W_ih", "W_hh", "b_ih", "b_hh"),
+    reference=_rnn_forward, cases=_rnn_forward_cases, seed=10, outputs=("outputs", "h_T"),
+    mistakes=[
+        Mistake("every step used h0: feed the new state back in (h = ... inside the loop, and "
+                "use that h at the next step).", lambda *a: _loop(*a, feedback=False)),
+        Mistake("the outputs are shifted by one step: store h AFTER updating it (h_1..h_T, not "
+                "h_0..h_{T-1}).", lambda *a: _loop(*a, store_before=True)),
+        Mistake("outputs are (T, B, H): stack the states along dim=1 to get (B, T, H) (batch "
+                "first).", lambda *a: (_loop(*a)[0].transpose(0, 1), _loop(*a)[1])),
+        Mistake("return a pair: (the outputs of every step (B, T, H), the final state (B, H)).",
+                lambda *a: _loop(*a)[0]),
+        Mistake("the outputs are right but the final state is not: return the last h, h_T.",
+                lambda x, h0, *w: (_loop(x, h0, *w)[0], h0)),
+    ],
+    hints=["Loop over the time steps t = 0 .. T-1 with a running state h, starting from h0.",
+           "At each step the new state mixes the input x[:, t] and the previous state through "
+           "their weight matrices and biases, then tanh; write x_t @ W_ih.T for row vectors.",
+           "Collect the new states in a list and stack them along dim=1; return them with the "
+           "last state."],
+)
 
 
 # --------------------------------------------------------------------------------------
-# Chapter 1: the BPTT Jacobian dh_T/dh_0
+# the BPTT Jacobian dh_T/dh_0
 # --------------------------------------------------------------------------------------
-_JACOBIAN_HINT = ("one factor per step, newest on the LEFT: J = I, then for t = 1..T, "
-                  "J = diag(1 - h_t**2) @ W_hh @ J (the tanh' at step t is 1 - h_t**2).")
-
-
-def _bptt_reference(W_hh, hs):
+def _jacobian(W_hh, hs, order="right"):
+    """dh_T/dh_0 = D_T W ... D_1 W with D_t = diag(1 - h_t^2); `order` names the mistakes."""
     J = torch.eye(W_hh.shape[0], dtype=W_hh.dtype)
-    for h in hs:  # h_1 .. h_T
-        J = torch.diag(1 - h**2) @ W_hh @ J
+    for h in hs:
+        D = torch.diag(1 - h**2)
+        J = {"right": lambda: D @ W_hh @ J, "reversed": lambda: J @ D @ W_hh,
+             "W first": lambda: W_hh @ D @ J, "no tanh'": lambda: W_hh @ J}[order]()
     return J
 
 
-def check_bptt_jacobian(fn: Callable) -> CheckResult:
-    """Check ``fn(W_hh, hs) -> dh_T/dh_0 (H, H)`` for a tanh RNN with states hs = h_1..h_T (T, H)."""
-    g = torch.Generator().manual_seed(11)
+def _jacobian_cases(g):
     cases = []
     for description, T, H in [("T=4, 3 units", 4, 3), ("a single step", 1, 4),
                               ("T=10, 5 units", 10, 5)]:
-        W_ih, W_hh, b_ih, b_hh = _rnn_params(g, 2, H, scale=0.8)
-        x = _randn(g, 1, T, 2)
-        with torch.no_grad():
-            hs = _rnn_layer(W_ih, W_hh, b_ih, b_hh)(x, _randn(g, 1, 1, H, scale=0.5))[0][0]  # (T, H)
-        cases.append(Case(description, (W_hh, hs), names=("W_hh", "hs")))
-    return _run_cases("check_bptt_jacobian", fn, _bptt_reference, cases, _JACOBIAN_HINT,
-                      diagnose=_diagnose_jacobian)
+        W_ih, W_hh, b_ih, b_hh = _params(g, 2, H, scale=0.8)
+        x = randn(g, 1, T, 2)
+        hs = _loop(x, randn(g, 1, H, scale=0.5), W_ih, W_hh, b_ih, b_hh)[0][0]  # (T, H)
+        cases.append(Case(description, W_hh, hs))
+    return cases
 
 
-def _diagnose_jacobian(case: Case, got: Any, expected: Any) -> Optional[str]:
-    W_hh, hs = case.args
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return None
-    if _same(got, expected.T):
-        return "the result is transposed: row i of dh_T/dh_0 is the gradient of h_T[i]."
-    J = torch.eye(W_hh.shape[0], dtype=W_hh.dtype)
-    for h in hs:
-        J = J @ torch.diag(1 - h**2) @ W_hh
-    if _same(got, J):
-        return ("the factors are multiplied in the wrong order: the newest step goes on the left, "
-                "J = D_t W_hh J.")
-    J = torch.eye(W_hh.shape[0], dtype=W_hh.dtype)
-    for h in hs:
-        J = W_hh @ torch.diag(1 - h**2) @ J
-    if _same(got, J):
-        return ("diag(tanh') must multiply on the LEFT of W_hh: h_t = tanh(a_t), a_t = W_hh h_{t-1} + ..., "
-                "so dh_t/dh_{t-1} = diag(1 - h_t**2) W_hh.")
-    J = torch.eye(W_hh.shape[0], dtype=W_hh.dtype)
-    for h in hs:
-        J = W_hh @ J
-    if _same(got, J):
-        return "the tanh derivative is missing: each step contributes diag(1 - h_t**2) too."
-    return None
+check_bptt_jacobian = Check(
+    "check_bptt_jacobian", "fn(W_hh (H, H), hs (T, H) = h_1..h_T) -> dh_T/dh_0 (H, H) of a tanh RNN",
+    params=("W_hh", "hs"),
+    reference=_jacobian, cases=_jacobian_cases, seed=11,
+    mistakes=[
+        Mistake("the result is transposed: row i of dh_T/dh_0 is the gradient of h_T[i].",
+                lambda W, hs: _jacobian(W, hs).T),
+        Mistake("the factors are multiplied in the wrong order: the newest step goes on the "
+                "left, J = D_t W_hh J.", lambda W, hs: _jacobian(W, hs, "reversed")),
+        Mistake("diag(tanh') must multiply on the LEFT of W_hh: h_t = tanh(a_t) with a_t = "
+                "W_hh h_{t-1} + ..., so dh_t/dh_{t-1} = diag(1 - h_t**2) W_hh.",
+                lambda W, hs: _jacobian(W, hs, "W first")),
+        Mistake("the tanh derivative is missing: each step contributes diag(1 - h_t**2) too.",
+                lambda W, hs: _jacobian(W, hs, "no tanh'")),
+    ],
+    hints=["By the chain rule dh_T/dh_0 is a product of T one-step Jacobians dh_t/dh_{t-1}.",
+           "One step: h_t = tanh(a_t) with a_t = W_hh h_{t-1} + ...; differentiate the tanh "
+           "(written with h_t itself) and the linear map, and mind which factor comes first.",
+           "Start from the identity and multiply one step's Jacobian in per t; the newest step "
+           "ends up on the left."],
+)
 
 
 # --------------------------------------------------------------------------------------
-# Chapter 1: gradient clipping
+# gradient clipping
 # --------------------------------------------------------------------------------------
-_CLIP_HINT = ("compute ONE norm for all tensors together, total = sqrt(sum of g.pow(2).sum()); "
-              "if total > max_norm, multiply every tensor by max_norm / total, else leave them.")
-
-
-def _clip_reference(grads, max_norm):
+def _clip(grads, max_norm):
     total = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))
     scale = min(1.0, max_norm / float(total)) if total > 0 else 1.0
     return tuple(g * scale for g in grads)
 
 
-def check_clip_grad_norm(fn: Callable) -> CheckResult:
-    """Check ``fn(grads, max_norm) -> list of clipped tensors`` (one global L2 norm)."""
-    g = torch.Generator().manual_seed(12)
-    names = ("grads", "max_norm")
-    cases = [
+check_clip_grad_norm = Check(
+    "check_clip_grad_norm", "fn(grads (tensors), max_norm) -> the tensors rescaled so that their "
+    "global L2 norm is at most max_norm",
+    params=("grads", "max_norm"),
+    reference=_clip, seed=12,
+    cases=lambda g: [
         Case("three tensors, global norm above max_norm",
-             ((_randn(g, 4, 3, scale=3.0), _randn(g, 5, scale=3.0), _randn(g, 2, 2, scale=3.0)), 1.0),
-             names=names),
-        Case("norm below max_norm: unchanged",
-             ((_randn(g, 3, scale=0.1), _randn(g, 2, 2, scale=0.1)), 5.0), names=names),
-        Case("an exploding gradient", ((_randn(g, 6, 6, scale=1e4), _randn(g, 6, scale=1e3)), 0.5),
-             names=names),
-        Case("one tensor", ((_randn(g, 10, scale=2.0),), 1.0), names=names),
-    ]
-
-    def compare(got, expected):
-        return _compare(tuple(got) if isinstance(got, list) else got, expected)
-
-    return _run_cases("check_clip_grad_norm", fn, _clip_reference, cases, _CLIP_HINT,
-                      compare=compare, diagnose=_diagnose_clip)
-
-
-def _diagnose_clip(case: Case, got: Any, expected: Any) -> Optional[str]:
-    grads, max_norm = case.args
-    if not isinstance(got, (tuple, list)) or len(got) != len(grads):
-        return f"return one tensor per gradient ({len(grads)} here), in the same order."
-    got = tuple(got)
-    per_tensor = tuple(g * min(1.0, max_norm / float(g.norm())) for g in grads)
-    if len(grads) > 1 and _same(got, per_tensor):
-        return ("each tensor was clipped on its own: clip by the GLOBAL norm of all of them together, "
-                "so the direction of the whole gradient is kept.")
-    if _same(got, tuple(g.clamp(-max_norm, max_norm) for g in grads)):
-        return "the values were clamped one by one: rescale the whole gradient instead (that keeps its direction)."
-    total = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))
-    if total < max_norm and _same(got, tuple(g * max_norm / total for g in grads)):
-        return "a small gradient was scaled UP to max_norm: clipping only ever shrinks (scale = min(1, max_norm / norm))."
-    return None
+             (randn(g, 4, 3, scale=3.0), randn(g, 5, scale=3.0), randn(g, 2, 2, scale=3.0)), 1.0),
+        Case("norm below max_norm: unchanged", (randn(g, 3, scale=0.1), randn(g, 2, 2, scale=0.1)), 5.0),
+        Case("an exploding gradient", (randn(g, 6, 6, scale=1e4), randn(g, 6, scale=1e3)), 0.5),
+        Case("one tensor", (randn(g, 10, scale=2.0),), 1.0),
+    ],
+    mistakes=[
+        Mistake("each tensor was clipped on its own: clip by the GLOBAL norm of all of them "
+                "together, so the direction of the whole gradient is kept.",
+                lambda grads, m: tuple(_clip((g,), m)[0] for g in grads)),
+        Mistake("the values were clamped one by one: rescale the whole gradient instead (that "
+                "keeps its direction).", lambda grads, m: tuple(g.clamp(-m, m) for g in grads)),
+        Mistake("a small gradient was scaled UP to max_norm: clipping only ever shrinks "
+                "(scale = min(1, max_norm / norm)).",
+                lambda grads, m: tuple(g * m / torch.sqrt(sum((x**2).sum() for x in grads))
+                                       for g in grads)),
+    ],
+    hints=["Compute ONE norm for all the tensors together: the square root of the sum of every "
+           "squared entry.",
+           "Rescale every tensor by the same factor, and only when that norm exceeds max_norm."],
+)
 
 
 # --------------------------------------------------------------------------------------
-# Chapter 1: cosine similarity
+# cosine similarity
 # --------------------------------------------------------------------------------------
-_COSINE_HINT = ("divide every row of a and of b by its L2 norm (norm over the last dim, keepdim=True), "
-                "then take a @ b.T: entry (i, j) is cos(a_i, b_j).")
+def _unit_rows(a, dim=-1):
+    return a / a.norm(dim=dim, keepdim=True)
 
 
-def check_cosine_similarity(fn: Callable) -> CheckResult:
-    """Check ``fn(a (N, d), b (M, d)) -> (N, M)`` cosine similarities of every pair of rows."""
-    g = torch.Generator().manual_seed(13)
-    names = ("a", "b")
-    eye = torch.eye(4)
-    cases = [
-        Case("random vectors, N != M", (_randn(g, 3, 5), _randn(g, 4, 5)), names=names),
-        Case("one-hot vectors", (eye, eye), names=names),
-        Case("rows of very different lengths", (_randn(g, 2, 3) * torch.tensor([[100.0], [0.01]]),
-                                                _randn(g, 3, 3)), names=names),
-    ]
-    reference = lambda a, b: torch.nn.functional.cosine_similarity(  # noqa: E731
-        a[:, None], b[None], dim=-1)
-    return _run_cases("check_cosine_similarity", fn, reference, cases, _COSINE_HINT,
-                      diagnose=_diagnose_cosine)
-
-
-def _diagnose_cosine(case: Case, got: Any, expected: Any) -> Optional[str]:
-    a, b = case.args
-    if not isinstance(got, torch.Tensor):
-        return None
-    if got.shape == expected.shape and _same(got, a @ b.T):
-        return "these are dot products: divide by the lengths ||a_i|| ||b_j||."
-    if got.shape == expected.T.shape and got.shape != expected.shape:
-        return "the result is (M, N): rows index a, columns index b."
-    an = a / a.norm(dim=0, keepdim=True)
-    bn = b / b.norm(dim=0, keepdim=True)
-    if got.shape == expected.shape and _same(got, an @ bn.T):
-        return "the norms were taken over dim=0 (columns): normalise each ROW (dim=-1)."
-    return None
+check_cosine_similarity = Check(
+    "check_cosine_similarity", "fn(a (N, d), b (M, d)) -> (N, M): cos(a_i, b_j) for every pair of rows",
+    params=("a", "b"),
+    reference=lambda a, b: F.cosine_similarity(a[:, None], b[None], dim=-1), seed=13,
+    cases=lambda g: [
+        Case("random vectors, N != M", randn(g, 3, 5), randn(g, 4, 5)),
+        Case("one-hot vectors", torch.eye(4), torch.eye(4)),
+        Case("rows of very different lengths",
+             randn(g, 2, 3) * torch.tensor([[100.0], [0.01]]), randn(g, 3, 3)),
+    ],
+    mistakes=[
+        Mistake("these are dot products: divide by the lengths ||a_i|| ||b_j||.",
+                lambda a, b: a @ b.T),
+        Mistake("the result is (M, N): rows index a, columns index b.",
+                lambda a, b: _unit_rows(b) @ _unit_rows(a).T),
+        Mistake("the norms were taken over dim=0 (columns): normalise each ROW (dim=-1).",
+                lambda a, b: _unit_rows(a, 0) @ _unit_rows(b, 0).T),
+    ],
+    hints=["cos(u, v) is the dot product of u and v divided by both lengths.",
+           "Normalise every row of a and of b to length 1 first (norm over the last dim, "
+           "keepdim=True); then one matrix product gives every pair."],
+)
 
 
 # --------------------------------------------------------------------------------------
-# Chapter 2: the GRU cell
+# backpropagation through time by hand: dL/dW_hh as a sum over the steps
 # --------------------------------------------------------------------------------------
-_GRU_HINT = ("split x @ W_ih.T + b_ih and h @ W_hh.T + b_hh into their r, z, n thirds (.chunk(3, -1)); "
-             "r = sigmoid(x_r + h_r), z = sigmoid(x_z + h_z), n = tanh(x_n + r * h_n), "
-             "h' = (1 - z) * n + z * h.")
+def _bptt_loss(x, h0, W_ih, W_hh, b_ih, b_hh, w_out, b_out, y):
+    h = h0
+    for t in range(x.shape[1]):
+        h = torch.tanh(x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh)
+    return ((h @ w_out + b_out - y) ** 2).mean()
 
-_CELL_NAMES = ("x", "h", "W_ih", "W_hh", "b_ih", "b_hh")
+
+def _bptt_grad(x, h0, W_ih, W_hh, b_ih, b_hh, w_out, b_out, y):
+    """dL/dW_hh by autograd (the reference)."""
+    W_hh = W_hh.clone().requires_grad_()
+    return torch.autograd.grad(_bptt_loss(x, h0, W_ih, W_hh, b_ih, b_hh, w_out, b_out, y), W_hh)[0]
 
 
-def _cell_cases(seed, gates):
-    g = torch.Generator().manual_seed(seed)
+def _bptt_by_hand(x, h0, W_ih, W_hh, b_ih, b_hh, w_out, b_out, y, steps_back=None, tanh_grad=True,
+                  pair_with="previous", scale=2.0):
+    """Hand-written BPTT with the typical mistakes as switches."""
+    hs = [h0]
+    for t in range(x.shape[1]):
+        hs.append(torch.tanh(x[:, t] @ W_ih.T + b_ih + hs[-1] @ W_hh.T + b_hh))
+    T, B = x.shape[1], x.shape[0]
+    d_h = (scale / B) * (hs[-1] @ w_out + b_out - y)[:, None] * w_out  # dL/dh_T: (B, H)
+    grad = torch.zeros_like(W_hh)
+    stop = 0 if steps_back is None else max(T - steps_back, 0)
+    for t in range(T, stop, -1):
+        delta = d_h * (1 - hs[t] ** 2) if tanh_grad else d_h  # dL/da_t: (B, H)
+        grad += delta.T @ (hs[t - 1] if pair_with == "previous" else hs[t])
+        d_h = delta @ W_hh  # dL/dh_{t-1}
+    return grad
+
+
+def _bptt_cases(g):
     cases = []
-    for description, B, input_size, H in [("B=2, 3 inputs, 4 units", 2, 3, 4),
-                                          ("one example, 5 inputs, 2 units", 1, 5, 2),
-                                          ("B=4, 2 inputs, 6 units", 4, 2, 6)]:
-        x, h = _randn(g, B, input_size), _randn(g, B, H, scale=0.7)
-        cases.append(Case(description, (x, h, *_rnn_params(g, input_size, H, gates)),
-                          names=_CELL_NAMES))
+    for description, B, T, d, H in [("B=3, T=4, 2 inputs, 3 units", 3, 4, 2, 3),
+                                    ("a single step", 2, 1, 3, 4),
+                                    ("B=1, T=7, 3 inputs, 5 units", 1, 7, 3, 5)]:
+        cases.append(Case(description, randn(g, B, T, d), randn(g, B, H, scale=0.5),
+                          *_params(g, d, H, scale=0.6), randn(g, H), randn(g, 1)[0], randn(g, B)))
     return cases
 
 
-def _gru_reference(x, h, W_ih, W_hh, b_ih, b_hh):
-    rnn = _rnn()
-    return rnn.gru_step(torch.nn.functional.linear(x, W_ih, b_ih), h, W_hh, b_hh)
-
-
-def check_gru_cell(fn: Callable) -> CheckResult:
-    """Check ``fn(x, h, W_ih, W_hh, b_ih, b_hh) -> h'`` (torch's GRU: gates r, z, n)."""
-    return _run_cases("check_gru_cell", fn, _gru_reference, _cell_cases(20, 3), _GRU_HINT,
-                      diagnose=_diagnose_gru)
-
-
-def _diagnose_gru(case: Case, got: Any, expected: Any) -> Optional[str]:
-    x, h, W_ih, W_hh, b_ih, b_hh = case.args
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return None
-    xr, xz, xn = (x @ W_ih.T + b_ih).chunk(3, -1)
-    hr, hz, hn = (h @ W_hh.T + b_hh).chunk(3, -1)
-    r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
-    n = torch.tanh(xn + r * hn)
-    if _same(got, z * n + (1 - z) * h):
-        return ("z and 1 - z are swapped: in torch's convention z is the share of the OLD state kept, "
-                "h' = (1 - z) * n + z * h.")
-    W_hn, b_hn = W_hh.chunk(3, 0)[2], b_hh.chunk(3, 0)[2]
-    n_before = torch.tanh(xn + (r * h) @ W_hn.T + b_hn)
-    if _same(got, (1 - z) * n_before + z * h):
-        return ("the reset gate multiplies h before the matrix product (the paper's other variant); "
-                "torch applies it after: n = tanh(x_n + r * (h @ W_hn.T + b_hn)).")
-    if _same(got, (1 - z) * torch.tanh(xn + hn) + z * h):
-        return "the reset gate is missing from the candidate: n = tanh(x_n + r * h_n)."
-    hz2, hr2 = hr, hz
-    r2, z2 = torch.sigmoid(xz + hz2), torch.sigmoid(xr + hr2)
-    if _same(got, (1 - z2) * torch.tanh(xn + r2 * hn) + z2 * h):
-        return "the r and z blocks are swapped: torch stacks the gates in the order r, z, n."
-    return None
+check_bptt_weight_grad = Check(
+    "check_bptt_weight_grad", "fn(x (B, T, I), h0 (B, H), W_ih, W_hh, b_ih, b_hh, w_out (H,), "
+    "b_out, y (B,)) -> dL/dW_hh (H, H) for the tanh RNN read out from h_T, "
+    "L = mean((h_T . w_out + b_out - y)^2), by hand (no autograd)",
+    params=("x", "h0", "W_ih", "W_hh", "b_ih", "b_hh", "w_out", "b_out", "y"),
+    reference=_bptt_grad, cases=_bptt_cases, seed=14,
+    mistakes=[
+        Mistake("the result is transposed: entry (i, j) is dL/dW_hh[i, j], and W_hh[i, j] "
+                "carries h_{t-1}[j] into unit i.", lambda *a: _bptt_by_hand(*a).T),
+        Mistake("only the last step's term: W_hh is used at EVERY step, so dL/dW_hh is a sum "
+                "of T terms, one per step (this is truncation after one step).",
+                lambda *a: _bptt_by_hand(*a, steps_back=1)),
+        Mistake("tanh' is missing: on its way back, each step multiplies the gradient by "
+                "1 - h_t**2.", lambda *a: _bptt_by_hand(*a, tanh_grad=False)),
+        Mistake("step t's term pairs the error with h_t; W_hh multiplies h_{t-1} at step t, so "
+                "pair it with h_{t-1}.", lambda *a: _bptt_by_hand(*a, pair_with="current")),
+        Mistake("off by a factor of 2: the derivative of the squared error (e)^2 is 2e.",
+                lambda *a: _bptt_by_hand(*a, scale=1.0)),
+    ],
+    hints=["Run the forward pass and keep every state h_0 .. h_T. The loss depends on W_hh "
+           "through each of the T steps: the gradient is a sum of one term per step.",
+           "Go backwards from t = T, carrying the gradient with respect to h_t. At step t, "
+           "pass it through tanh' (written with h_t) to get the gradient of the pre-activation "
+           "a_t; the term of step t is an outer product of that with the state W_hh multiplied.",
+           "Before moving to step t - 1, carry the gradient of a_t back to h_{t-1} through "
+           "W_hh. Mind the batch: the mean over B puts 2 (y_hat - y) / B on each example."],
+)
 
 
 # --------------------------------------------------------------------------------------
-# Chapter 2: the forget-gate bias
+# the adding problem of 1997: its one-value baseline
 # --------------------------------------------------------------------------------------
-_FORGET_HINT = ("the gates are stacked i, f, g, o, so rows H:2H of bias_ih and bias_hh belong to f. "
-                "The gate sees b_ih + b_hh: set bias_ih[H:2H] = value and bias_hh[H:2H] = 0, "
-                "under torch.no_grad(), leaving the other rows alone.")
-
-
-def check_set_forget_bias(fn: Callable) -> CheckResult:
-    """Check ``fn(lstm, value)`` sets the forget gate's total bias of a course_lib LSTM to value."""
-    rnn = _rnn()
-    name = "check_set_forget_bias"
-    configs = [("one layer, 4 units, value 1", dict(input_size=3, hidden_size=4), 1.0),
-               ("two layers, bidirectional, 3 units, value 2.5",
-                dict(input_size=2, hidden_size=3, num_layers=2, bidirectional=True), 2.5),
-               ("one layer, 5 units, value -1", dict(input_size=2, hidden_size=5), -1.0)]
-    for i, (description, kwargs, value) in enumerate(configs, 1):
-        torch.manual_seed(i)
-        lstm = rnn.LSTM(**kwargs)
-        before = {k: v.detach().clone() for k, v in lstm.named_parameters()}
-        where = f"case {i} of {len(configs)} ({description}: LSTM({kwargs}))"
-        case = Case(description, (lstm, value), names=("lstm", "value"))
-        _call_learner(name, fn, case, where, _FORGET_HINT)
-        problem = _forget_problem(lstm, before, value)
-        if problem:
-            raise ExerciseFailure(f"{name}: {where} failed.\n  {problem}\n  Hint: {_FORGET_HINT}")
-    result = CheckResult(name, len(configs))
-    print(result)
-    return result
-
-
-def _forget_problem(lstm, before, value) -> Optional[str]:
-    H = lstm.hidden_size
-    params = dict(lstm.named_parameters())
-    for name, old in before.items():
-        new = params[name].detach()
-        if not name.startswith("bias"):
-            if not torch.equal(new, old):
-                return f"{name} changed: only the biases' forget block may change."
-            continue
-        blocks_new, blocks_old = new.chunk(4), old.chunk(4)
-        for k, gate in enumerate("ifgo"):
-            if gate != "f" and not torch.equal(blocks_new[k], blocks_old[k]):
-                return (f"the {gate} block of {name} (rows {k * H}:{(k + 1) * H}) changed: the order "
-                        f"is i, f, g, o, so the forget gate is rows {H}:{2 * H}.")
-    for name in params:
-        if name.startswith("bias_ih"):
-            total = params[name][H:2 * H] + params[name.replace("bias_ih", "bias_hh")][H:2 * H]
-            if torch.allclose(total, torch.full_like(total, 2 * value)) and value != 0:
-                return (f"b_ih + b_hh of the forget gate is {2 * value}, twice the value: the gate "
-                        "adds both biases, so set one to value and the other to 0.")
-            if not torch.allclose(total, torch.full_like(total, value)):
-                return (f"in {name} (+ its bias_hh), the forget gate's total bias is "
-                        f"{total.detach().tolist()}, expected {value} everywhere (every layer and "
-                        "direction).")
-    return None
+check_adding_1997_baseline = Answer(
+    "check_adding_1997_baseline", "the MSE of a model that remembers one of the two marked values "
+    "exactly (and predicts the best constant for the other) on Hochreiter & Schmidhuber's 1997 "
+    "adding problem: values in U[-1, 1], target 0.5 + (X1 + X2) / 4",
+    quantity="the one-value baseline of the 1997 adding problem (an MSE)",
+    reference=lambda: 1 / 48, tolerance=within(rel=0.02),
+    mistakes=[
+        Mistake("1/12 is the one-value baseline of this page's variant (values in U[0, 1], "
+                "target X1 + X2); the 1997 target is scaled by 1/4 and the values spread wider.",
+                lambda: 1 / 12),
+        Mistake("that is the MSE of remembering nothing (the variance of the whole target); "
+                "remembering one value removes that value's share.", lambda: 1 / 24),
+        Mistake("Var(U[-1, 1]) is (1 - (-1))^2 / 12 = 1/3, not 1/12.", lambda: 1 / 192),
+        Mistake("the target's scale of 1/4 is missing: X2 / 4 has 1/16 of the variance of X2.",
+                lambda: 1 / 3),
+    ],
+    hints=["The best prediction of a value you do not know is its mean, and the MSE it costs is "
+           "its variance.",
+           "If X1 is remembered exactly, the error left is the part of the target that X2 "
+           "contributes. Var(a X) = a^2 Var(X), and Var(U[lo, hi]) = (hi - lo)^2 / 12."],
+)
 
 
 # --------------------------------------------------------------------------------------
-# Chapter 2: a bidirectional layer from two directions
+# predict, then measure: the gain at which the tanh RNN's Jacobian stops vanishing
 # --------------------------------------------------------------------------------------
-_BIDIR_HINT = ("run `forward` on x as it is; run `backward` on x.flip(1) and flip its outputs back "
-               "with .flip(1), so that position t holds what the backward pass computed at t; "
-               "concatenate the two along the last dim: (B, T, 2H).")
+def critical_gain(nonlinearity="tanh", t=100, lo=1.0, hi=2.5, tol=1e-3):
+    """The smallest gain of W_hh (a scaled random orthogonal matrix) at which the measured
+    ||dh_t/dh_0|| (course_lib.widgets.jacobian_norms) reaches 1, by bisection."""
+    from course_lib.widgets import jacobian_norms
+
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if float(jacobian_norms(mid, nonlinearity)[t]) >= 1 else (mid, hi)
+    return hi
 
 
-def check_bidirectional(fn: Callable) -> CheckResult:
-    """Check ``fn(forward, backward, x) -> (B, T, 2H)``: the output of a bidirectional layer."""
-    rnn = _rnn()
-    g = torch.Generator().manual_seed(21)
-    cases = []
-    for i, (description, kind, B, T, input_size, H) in enumerate(
-            [("GRU, B=2, T=5", "gru", 2, 5, 3, 4), ("RNN, B=1, T=7", "rnn", 1, 7, 2, 3),
-             ("LSTM, B=3, T=4", "lstm", 3, 4, 2, 2)]):
-        torch.manual_seed(30 + i)
-        layer_cls = {"rnn": rnn.RNN, "lstm": rnn.LSTM, "gru": rnn.GRU}[kind]
-        cases.append(Case(description, (layer_cls(input_size, H), layer_cls(input_size, H),
-                                        _randn(g, B, T, input_size)),
-                          names=("forward", "backward", "x")))
-
-    def reference(forward, backward, x):
-        both = type(forward)(forward.input_size, forward.hidden_size, bidirectional=True)
-        state = {k: v for k, v in forward.state_dict().items()}
-        state.update({f"{k}_reverse": v for k, v in backward.state_dict().items()})
-        both.load_state_dict(state)
-        with torch.no_grad():
-            return both(x)[0]
-
-    def learner(fn):
-        def run(forward, backward, x):
-            out = fn(forward, backward, x)
-            return out.detach() if isinstance(out, torch.Tensor) else out
-        return run
-
-    return _run_cases("check_bidirectional", learner(fn), reference, cases, _BIDIR_HINT,
-                      diagnose=_diagnose_bidirectional)
-
-
-def _diagnose_bidirectional(case: Case, got: Any, expected: Any) -> Optional[str]:
-    forward, backward, x = case.args
-    if isinstance(got, tuple):
-        return "return only the output tensor (B, T, 2H), not the (output, state) pair."
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return None
-    with torch.no_grad():
-        fwd = forward(x)[0]
-        bwd_unflipped = backward(x.flip(1))[0]
-        if _same(got, torch.cat([fwd, bwd_unflipped], -1)):
-            return ("the backward outputs are in reversed time order: flip them back with .flip(1) "
-                    "before concatenating, so position t lines up with x[:, t].")
-        if _same(got, torch.cat([fwd, backward(x)[0]], -1)):
-            return "the backward layer read x in the forward order: give it x.flip(1)."
-        H = forward.hidden_size
-        if _same(got[..., H:], expected[..., :H]) and _same(got[..., :H], expected[..., H:]):
-            return "the two halves are swapped: forward direction first, then backward."
-    return None
-
-
-# --------------------------------------------------------------------------------------
-# Chapter 2: sampling with a temperature
-# --------------------------------------------------------------------------------------
-_SAMPLE_HINT = ("temperature 0: return logits.argmax(-1). Otherwise probs = softmax(logits / temperature, "
-                "dim=-1) and torch.multinomial(probs, 1, generator=generator).squeeze(-1): one id per row.")
-
-_DRAWS = 4000
-
-
-def check_sample_next(fn: Callable) -> CheckResult:
-    """Check ``fn(logits (B, V), temperature, generator) -> ids (B,)`` samples softmax(logits / T).
-
-    The ids drawn for many copies of a few rows of logits must follow the expected
-    distribution (total variation below 0.05); temperature 0 must give the argmax.
-    """
-    name = "check_sample_next"
-    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.5, 3.0, 0.2, 0.1]])
-    cases = [(f"temperature {t}", t) for t in (1.0, 0.5, 2.0, 0.0)]
-    for i, (description, temperature) in enumerate(cases, 1):
-        batch = logits.repeat(_DRAWS, 1)  # (2 * _DRAWS, V)
-        where = (f"case {i} of {len(cases)} ({description}; logits of shape {tuple(batch.shape)}: "
-                 f"{_DRAWS} copies of {logits.tolist()})")
-        case = Case(description, (batch, temperature, torch.Generator().manual_seed(i)),
-                    names=("logits", "temperature", "generator"))
-        got = _call_learner(name, fn, case, where, _SAMPLE_HINT)
-        problem = _sample_problem(got, batch, logits, temperature)
-        if problem:
-            raise ExerciseFailure(f"{name}: {where} failed.\n  {problem}\n  Hint: {_SAMPLE_HINT}")
-    result = CheckResult(name, len(cases))
-    print(result)
-    return result
-
-
-def _frequencies(ids, rows, V):
-    """Empirical distribution of the ids drawn for each of the `rows` distinct logits rows."""
-    ids = ids.reshape(-1, rows)  # (_DRAWS, rows): the batch repeats the rows in order
-    return torch.stack([torch.bincount(ids[:, r], minlength=V).double() / len(ids) for r in range(rows)])
-
-
-def _sample_problem(got, batch, logits, temperature) -> Optional[str]:
-    rows, V = logits.shape
-    if not isinstance(got, torch.Tensor):
-        return f"expected a tensor of ids, got {type(got).__name__}."
-    if got.shape != (batch.shape[0],):
-        return (f"expected shape {(batch.shape[0],)} (one id per row of logits), got {tuple(got.shape)}"
-                + (": add .squeeze(-1) after torch.multinomial(probs, 1)." if got.dim() == 2 else "."))
-    if got.is_floating_point() or got.dtype == torch.bool:
-        return f"expected integer ids (torch.long), got dtype {got.dtype}."
-    if int(got.min()) < 0 or int(got.max()) >= V:
-        return f"ids must lie in 0..{V - 1}, got values from {int(got.min())} to {int(got.max())}."
-    freq = _frequencies(got, rows, V)
-    if temperature == 0:
-        greedy = torch.nn.functional.one_hot(logits.argmax(-1), V).double()
-        if torch.equal(freq, greedy):
-            return None
-        return "temperature 0 must be greedy: always the argmax of each row (no sampling)."
-    expected = torch.softmax(logits.double() / temperature, dim=-1)
-    tv = lambda p: float((freq - p).abs().sum(-1).max() / 2)  # noqa: E731 - total variation
-    if tv(expected) < 0.05:
-        return None
-    message = (f"the ids do not follow softmax(logits / {temperature}): observed frequencies "
-               f"{[[round(v, 3) for v in row] for row in freq.tolist()]}, expected about "
-               f"{[[round(v, 3) for v in row] for row in expected.tolist()]}.")
-    if tv(torch.softmax(logits.double() * temperature, -1)) < 0.05:
-        return message + "\n  Likely cause: the logits are multiplied by the temperature; divide them."
-    if tv(torch.softmax(logits.double(), -1)) < 0.05:
-        return message + "\n  Likely cause: the temperature is ignored."
-    if tv(torch.full_like(expected, 1 / V)) < 0.05:
-        return message + "\n  Likely cause: ids are drawn uniformly; draw them with the probabilities."
-    return message
+check_critical_gain_prediction = Prediction(
+    "check_critical_gain_prediction", "your prediction of the smallest gain of W_hh at which the "
+    "tanh RNN's ||dh_100/dh_0|| reaches 1, against the measurement",
+    quantity="the gain at which the tanh RNN's Jacobian norm after 100 steps reaches 1",
+    tolerance=within(abs=0.15), example=1.53,
+    explanation=("with tanh every step also multiplies by diag(1 - h_t^2), which is below 1, "
+                 "and the larger the gain, the larger the pre-activations and the flatter tanh "
+                 "gets. So the gain has to exceed 1 by a wide margin before the product stops "
+                 "shrinking; then it grows quickly (the explorer above shows how fast)."),
+    mistakes=[
+        Mistake("1 is the answer of the linear network with an orthogonal W_hh (its Jacobian "
+                "is exactly gain^t); tanh's derivative shrinks every step further.", lambda m: 1.0),
+        Mistake("saturation does not hold the product down for ever: past a moderate gain it "
+                "grows exponentially, so the crossing comes well before a gain of 3.",
+                lambda m: 3.0),
+    ],
+    hints=["Start from the linear network, whose answer you know, then ask in which direction "
+           "each factor 1 - h_t^2 pushes it.",
+           "Read the tanh panel of the figure above at t = 100: between which two of its "
+           "gains does the curve cross 1?"],
+)

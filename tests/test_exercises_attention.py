@@ -3,16 +3,21 @@ typical wrong answers."""
 
 import inspect
 import math
+import re
 
 import pytest
 import torch
 
 from course_lib import attention
-from course_lib.exercises import _engine
 from course_lib.exercises import (
+    REGISTRY,
+    Case,
+    Check,
     CheckResult,
+    Mistake,
     ExerciseFailure,
     ExerciseNotAttempted,
+    _engine,
     check_attention,
     check_causal_mask,
     check_masked_softmax,
@@ -173,8 +178,7 @@ def test_passes_on_a_correct_solution(name, capsys):
     check, solution = CHECKS[name]
     result = check(solution)
     assert result and isinstance(result, CheckResult)
-    assert result.passed >= 4
-    assert f"✓ {name}: all {result.passed} cases passed" in capsys.readouterr().out
+    assert re.search(rf"✓ {name}: all [4-9] cases passed", capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("name", CHECKS)
@@ -210,7 +214,7 @@ def test_learner_exception_is_reported_with_case_and_line():
     assert "your function raised NameError" in message
     assert "case 1 of 4 (T_q != T_k; inputs: q=(3, 4) float32, k=(5, 4) float32)" in message
     assert "score_typo" in message and "notdefined" in message
-    assert "Hint:" in message
+    assert "Hint (1 of 3)" in message
 
 
 @pytest.mark.parametrize("fn, case, cause", [
@@ -221,7 +225,6 @@ def test_learner_exception_is_reported_with_case_and_line():
 def test_score_mistakes(fn, case, cause):
     message = failure(check_scaled_dot_score, fn)
     assert case in message and cause in message
-    assert "sqrt(d_k)" in message  # the hint
 
 
 def test_unscaled_score_fails_after_the_d_k_1_case_order_does_not_hide_it():
@@ -251,14 +254,13 @@ def test_masked_softmax_message_has_first_difference():
 
 @pytest.mark.parametrize("fn, cause", [
     (causal_inverted, "polarity is inverted"),
-    (causal_float, "dtype torch.float32"),
+    (causal_float, "got torch.float32"),
     (causal_upper, "upper triangle"),
     (causal_no_diag, "diagonal is missing"),
 ])
 def test_causal_mask_mistakes(fn, cause):
     message = failure(check_causal_mask, fn)
     assert "case" in message and "T = " in message and cause in message
-    assert "torch.tril" in message  # the hint
 
 
 def test_causal_mask_wrong_shape():
@@ -299,7 +301,7 @@ def test_inputs_are_not_shared_with_the_learner():
 
 
 def test_result_is_silent_in_notebooks():
-    result = CheckResult("check_x", 3)
+    result = CheckResult("check_x", "✓ check_x: all 3 cases passed")
     assert result._ipython_display_() is None
     assert str(result) == "✓ check_x: all 3 cases passed"
 
@@ -310,7 +312,13 @@ def test_failure_renders_without_a_long_traceback():
 
 
 def test_engine_is_generic():
-    cases = [_engine.Case("two", (torch.tensor([2.0]),), names=("x",))]
-    assert _engine._run_cases("check_double", lambda x: 2 * x, lambda x: x + x, cases, "h")
-    with pytest.raises(ExerciseFailure, match=r"check_double: case 1 of 1 \(two; inputs: x=\(1,\)"):
-        _engine._run_cases("check_double", lambda x: 3 * x, lambda x: x + x, cases, "double it")
+    double = Check("check_double_for_test", "fn(x) -> 2x", params=("x",),
+                   reference=lambda x: x + x, cases=lambda g: [Case("two", torch.tensor([2.0]))],
+                   mistakes=[Mistake("this is x + 1", lambda x: x + 1)], hints=["add x to x"])
+    try:
+        assert double(lambda x: 2 * x)
+        with pytest.raises(ExerciseFailure, match=r"check_double_for_test: case 1 of 1 \(two; inputs: "
+                                                  r"x=\(1,\) float32\) failed(.|\n)*this is x \+ 1"):
+            double(lambda x: x + 1)
+    finally:
+        REGISTRY.pop("check_double_for_test")

@@ -1,11 +1,11 @@
-"""The student site (`make student-book`) shows no solution.
+"""The student site (`make student-book`, in _build/student/_build/html) shows no solution.
 
-The student edition is written to a temporary folder and built there like `make
-student-book` does (`jupyter-book build --all -W --keep-going`, every notebook executed; the
-check cells raise ExerciseNotAttempted there and carry the `raises-exception` tag that
-course_lib.release gives them). Then no line of a solution region and no line of a solution
-directive of the instructor sources may appear in any page, `_sources` file, downloadable
-notebook or search index of the built site.
+`make student-book` writes the student edition of the executed book (_build/executed, see
+tools/execute_book.py) and builds it like the book (`jupyter-book build --all -W
+--keep-going`, nothing executed again: the stubbed cells and the check cells have their
+outputs cleared by course_lib.release). Then no line of a solution region and no line of a
+solution directive of the instructor sources may appear in any page, `_sources` file,
+downloadable notebook or search index of the built site.
 
 The secrets are found here by a parser of their own, not by course_lib.release. Text is
 compared with everything but letters and digits removed, so a line is found whatever the
@@ -14,8 +14,8 @@ rendered as HTML, maths). A secret line that also appears in public material (th
 sources outside solutions, or course_lib itself, which students get and the chapters display)
 is no secret and is not looked for.
 
-Needs node_modules (`npm ci`, done by `make`); without it the test skips and says why,
-except under CI=true, where it fails.
+Needs the built student site; without it the tests skip and say why, except under CI=true,
+where they fail.
 """
 
 from __future__ import annotations
@@ -24,21 +24,18 @@ import html
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from course_lib.release import release_student
+from course_lib.release import STUB
 
 ROOT = Path(__file__).resolve().parent.parent
-NODE_MODULES = ROOT / "node_modules"
-JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
+STUDENT_SITE = ROOT / "_build" / "student" / "_build" / "html"
 MIN_SECRET = 12  # letters and digits; shorter lines (`else:`) say nothing
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.site
 
 _BEGIN, _END = "### BEGIN SOLUTION", "### END SOLUTION"
 _OPEN = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\s*\{solution(?:-start|-end)?\}")
@@ -138,38 +135,44 @@ def site_texts(site: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def student_site(tmp_path_factory):
-    missing = [p for p in ("requirejs", "@jupyter-widgets/html-manager", "anywidget")
-               if not (NODE_MODULES / p).exists()]
-    if missing or not JUPYTER_BOOK.exists():
-        reason = (f"node_modules lacks {missing} (run `npm ci` or `make`)" if missing
-                  else f"{JUPYTER_BOOK} is missing")
+def student_site():
+    if not (STUDENT_SITE / "index.html").exists():
+        reason = f"the student site is not built ({STUDENT_SITE}): run `make student-book`"
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but the student site cannot be built: {reason}")
+            pytest.fail(f"CI=true but {reason}")
         pytest.skip(reason)
-    out = tmp_path_factory.mktemp("student") / "edition"
-    release_student(ROOT, out)
-    build = subprocess.run(
-        [str(JUPYTER_BOOK), "build", "--all", "-W", "--keep-going", "."], cwd=out,
-        capture_output=True, text=True, timeout=900,
-        env={**os.environ, "COURSE_NODE_MODULES": str(NODE_MODULES)})
-    assert build.returncode == 0, f"student site build failed:\n{build.stdout[-5000:]}\n{build.stderr[-3000:]}"
-    return out / "_build" / "html"
+    return STUDENT_SITE
 
 
-def test_student_site_builds_with_the_exercises_unsolved(student_site):
+def test_student_site_shows_the_exercises_unsolved(student_site):
+    """Every chapter with solutions shows the stubs and the checks, with no output under
+    them, and its download is the student notebook."""
+    import yaml
+
     pages = sorted(str(p.relative_to(student_site)) for p in (student_site / "book").glob("*.html"))
     chapters = [p for p in pages if Path(p).stem[:2].isdigit()]
     assert chapters, pages
     assert not [p for p in pages if Path(p).name.startswith("instructor_")]
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    slug = config["repository"]["url"].removeprefix("https://github.com/")
+    branch = config["sphinx"]["config"]["course_launch_branches"]["student"]
     for page in chapters:
         text = (student_site / page).read_text()
         stem = Path(page).stem
-        assert (student_site / "_sources" / "book" / f"{stem}.ipynb").exists()  # the download
+        download = student_site / "_sources" / "book" / f"{stem}.ipynb"
+        assert download.exists()
+        assert (f"https://colab.research.google.com/github/{slug}/blob/{branch}/book/{stem}.ipynb"
+                in text), f"{page}: the Colab button does not open the student edition ({branch})"
         instructor = nbformat.read(ROOT / "book" / f"{stem}.ipynb", as_version=4)
-        if any(_BEGIN in c.source for c in instructor.cells):
-            assert "not implemented yet" in text, f"{page}: the checks did not report the stubs"
-            assert "NotImplementedError" in text
+        if not any(_BEGIN in c.source for c in instructor.cells):
+            continue
+        assert "NotImplementedError" in html.unescape(re.sub(r"<[^>]*>", "", text)), page
+        student = nbformat.read(download, as_version=4)
+        stubbed = [c for c in student.cells if c.cell_type == "code" and STUB in c.source]
+        checks = [c for c in student.cells if c.cell_type == "code"
+                  and re.search(r"\bcheck_\w+\s*\(", c.source)]
+        assert stubbed and checks, f"{stem}: no stub or no check in the student notebook"
+        assert all(c.outputs == [] for c in stubbed + checks), f"{stem}: outputs under a stub"
 
 
 def looked_for() -> dict[str, str]:

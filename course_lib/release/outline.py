@@ -1,0 +1,266 @@
+"""The exercises of a chapter notebook, read from the conventions of CONTRIBUTING.md.
+
+An exercise is a sphinx-exercise ``{exercise}`` directive in a markdown cell (the statement),
+followed by its cells up to the next statement or the next ``## `` section: solution cells
+(code with ``### BEGIN SOLUTION`` regions), check cells (code calling ``check_...(``) and given
+cells (any other code, e.g. the experiment of a predict-then-measure exercise).
+
+The statement's title ends with its labels in a fixed form, and its hints are numbered dropdowns:
+
+    ````{exercise} Scaled scores · ★★ · core · 15 min
+    :label: ex-scaled-score
+    ...
+    ```{admonition} Hint 1
+    :class: dropdown
+    ...
+    ```
+    ````
+
+``solution_leaks`` measures how much of each exercise's solution its own page already shows.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .markers import _CHECK_CALL, _FENCE, _MARKER, BEGIN, END, _fence_end
+
+IMPORTANCE = ("core", "optional", "challenge")
+LABELS = re.compile(r"^(?P<name>.+?) · (?P<stars>★{1,3}) · (?P<importance>" + "|".join(IMPORTANCE)
+                    + r") · (?P<minutes>[1-9]\d{0,2}) min$")
+_EXERCISE = re.compile(r"^\{exercise\}[ \t]*(?P<title>.*?)[ \t]*$")
+_HINT = re.compile(r"^\{admonition\}[ \t]+Hint (?P<step>\d+)[ \t]*$")
+_OPTION = re.compile(r"^[ \t]*:(?P<key>[\w-]+):[ \t]*(?P<value>.*?)[ \t]*$")
+_SECTION = re.compile(r"^## ", re.MULTILINE)
+_MARKER_TEXT = re.compile(r"(BEGIN|END) SOLUTION")
+_CHECK_NAME = re.compile(r"\b(check_\w+)\s*\(")
+_SOLUTION_DIRECTIVE = re.compile(r"^[ \t]*(`{3,}|:{3,})\{solution", re.MULTILINE)
+
+
+@dataclass
+class Exercise:
+    """One exercise: where its cells are (indices into ``nb.cells``) and its labels."""
+
+    label: Optional[str]
+    title: str
+    statement: int
+    name: str = ""
+    stars: Optional[int] = None
+    importance: Optional[str] = None
+    minutes: Optional[int] = None
+    hints: list = field(default_factory=list)  # (step, dropdown?) in the order written
+    solutions: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    given: list = field(default_factory=list)
+    check_names: list = field(default_factory=list)
+    shares_cell_with_solution: bool = False  # a {solution} directive in the statement's cell
+
+    @property
+    def cells(self) -> list[int]:
+        return sorted(self.solutions + self.checks + self.given)
+
+    def problems(self) -> list[str]:
+        """What this exercise lacks under the conventions (empty when it is complete)."""
+        out = []
+        if not self.label:
+            out.append("no :label:")
+        if self.stars is None:
+            out.append(f"the title {self.title!r} does not end with ' · ★★ · core · 15 min': "
+                       f"1-3 stars, one of {', '.join(IMPORTANCE)}, minutes")
+        steps = [s for s, _ in self.hints]
+        if len(steps) < 2 or steps != list(range(1, len(steps) + 1)):
+            out.append(f"hints must be dropdowns 'Hint 1', 'Hint 2', ... (at least 2), got {steps}")
+        if not all(dropdown for _, dropdown in self.hints):
+            out.append("every hint needs ':class: dropdown'")
+        if self.shares_cell_with_solution:
+            out.append("the statement's cell also holds a {solution} directive: give the "
+                       "explanation its own markdown cell (nbgrader locks the statement's cell)")
+        if not self.solutions:
+            out.append("no solution cell (### BEGIN SOLUTION ... ### END SOLUTION)")
+        if not self.checks:
+            out.append("no check cell (a cell calling check_...(...))")
+        return out
+
+
+def read_exercises(nb) -> list[Exercise]:
+    """The exercises of ``nb`` in order (see the module docstring)."""
+    exercises: list[Exercise] = []
+    current: Optional[Exercise] = None
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            found = _statements(cell.source, index)
+            if found:
+                exercises += found
+                current = found[-1]
+            elif _SECTION.search(cell.source):
+                current = None  # a new section ends the exercise
+            continue
+        if current is None:
+            continue
+        if BEGIN in cell.source:
+            current.solutions.append(index)
+        elif _CHECK_CALL.search(cell.source):
+            current.checks.append(index)
+            current.check_names += _CHECK_NAME.findall(cell.source)
+        else:
+            current.given.append(index)
+    return exercises
+
+
+def _statements(text: str, index: int) -> list[Exercise]:
+    """The exercise directives of one markdown cell, with their options and hints."""
+    lines, found, i = text.split("\n"), [], 0
+    with_solution = bool(_SOLUTION_DIRECTIVE.search(text))
+    while i < len(lines):
+        fence = _FENCE.match(lines[i])
+        head = _EXERCISE.match(fence["info"]) if fence else None
+        if not head:
+            i += 1
+            continue
+        end = _fence_end(lines, i)
+        ex = Exercise(label=None, title=head["title"], statement=index,
+                      shares_cell_with_solution=with_solution)
+        for line in lines[i + 1:end]:
+            option = _OPTION.match(line)
+            if not option:
+                break
+            if option["key"] == "label":
+                ex.label = option["value"]
+        _read_title(ex)
+        ex.hints = _hints(lines[i + 1:end])
+        found.append(ex)
+        i = end
+    return found
+
+
+def _read_title(ex: Exercise) -> None:
+    m = LABELS.match(ex.title)
+    ex.name = m["name"] if m else ex.title
+    if m:
+        ex.stars, ex.importance, ex.minutes = len(m["stars"]), m["importance"], int(m["minutes"])
+
+
+def _hints(lines: list[str]) -> list[tuple[int, bool]]:
+    hints, i = [], 0
+    while i < len(lines):
+        fence = _FENCE.match(lines[i])
+        hint = _HINT.match(fence["info"]) if fence else None
+        if hint:
+            end = _fence_end(lines, i)
+            options = [_OPTION.match(ln) for ln in lines[i + 1:end]]
+            dropdown = any(o and o["key"] == "class" and "dropdown" in o["value"].split()
+                           for o in options)
+            hints.append((int(hint["step"]), dropdown))
+            i = end
+        else:
+            i += 1
+    return hints
+
+
+def stray_markers(nb) -> list[str]:
+    """Cells where nbgrader would see a solution marker that our tools do not: nbgrader looks
+    for the text "BEGIN SOLUTION" anywhere in any cell, we for the marker on a line of its own
+    in a code cell."""
+    problems = []
+    for index, cell in enumerate(nb.cells):
+        for n, line in enumerate(cell.source.split("\n"), 1):
+            if _MARKER_TEXT.search(line) and (cell.cell_type != "code"
+                                              or line.strip() not in (BEGIN, END)):
+                problems.append(f"cell {index}, line {n}: {line.strip()!r} (write the marker "
+                                "alone on its line, in a code cell, and nowhere else)")
+    return problems
+
+
+# --------------------------------------------------------------------------------------
+# Does the page answer the exercise?
+# --------------------------------------------------------------------------------------
+@dataclass
+class Leak:
+    label: Optional[str]
+    lines: list  # the substantial solution lines (normalised)
+    found: list  # those that appear elsewhere on the page
+
+    @property
+    def fraction(self) -> float:
+        return len(self.found) / len(self.lines) if self.lines else 0.0
+
+
+def solution_leaks(nb, min_chars: int = 20) -> list[Leak]:
+    """For every exercise, which substantial lines of its solution regions appear elsewhere on
+    the page. A line is normalised (comments dropped, whitespace removed, lower case, without
+    its ``return`` or assignment target) and substantial when >= ``min_chars`` characters are
+    left. The page is what the learner sees: the student version of the notebook (solutions stubbed, solution
+    directives removed), every cell's source and every output (text, HTML without its tags:
+    ``show_source`` listings included)."""
+    from .student import release_notebook
+
+    student = copy.deepcopy(nb)
+    release_notebook(student, "page")
+    page = _squash("\n".join(_cell_text(cell) for cell in student.cells))
+    leaks = []
+    for ex in read_exercises(nb):
+        lines = [ln for i in ex.solutions for ln in _solution_lines(nb.cells[i].source)]
+        lines = [ln for ln in lines if len(ln) >= min_chars]
+        leaks.append(Leak(ex.label, lines, [ln for ln in lines if ln in page]))
+    return leaks
+
+
+def _solution_lines(source: str) -> list[str]:
+    """The normalised lines inside the solution regions of a cell."""
+    region, inside = [], False
+    for line in source.split("\n"):
+        marker = _MARKER.match(line)
+        if marker:
+            inside = marker["marker"] == BEGIN
+        elif inside:
+            region.append(line)
+    code = _drop_comments("\n".join(region)).split("\n")
+    return [s for s in (_expression(_squash(ln)) for ln in code) if s]
+
+
+def _drop_comments(code: str) -> str:
+    """``code`` without its comments (tokenize knows a # inside a string from a comment)."""
+    lines = code.split("\n")
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return "\n".join(re.sub(r"#.*$", "", ln) for ln in lines)
+    for tok in reversed(tokens):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col]
+    return "\n".join(lines)
+
+
+def _squash(text: str) -> str:
+    """Lower case, no whitespace: `S = Q @ K.T` and `s=q@k.T` read the same."""
+    return re.sub(r"\s+", "", text).lower()
+
+
+_TARGET = re.compile(r"^(return|yield|[\w.\[\],()*]+=(?!=))")
+
+
+def _expression(line: str) -> str:
+    """A squashed line without its `return` or assignment target: the expression is the answer."""
+    return _TARGET.sub("", line, count=1)
+
+
+def _cell_text(cell) -> str:
+    parts = [cell.source]
+    for out in cell.get("outputs", []):
+        if "text" in out:
+            parts.append(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
+        for mime, value in out.get("data", {}).items():
+            value = value if isinstance(value, str) else "".join(value) if isinstance(value, list) else ""
+            if mime == "text/html":
+                parts.append(html.unescape(re.sub(r"<[^>]+>", "", value)))
+            elif mime.startswith("text/"):
+                parts.append(value)
+        parts += out.get("traceback", [])
+    return "\n".join(parts)
