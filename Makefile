@@ -1,14 +1,26 @@
 # The two commands of the README: `make book` and `make test`.
 # Both create the virtual environment (.venv) and the site's JavaScript assets
 # (node_modules) when they are missing or out of date.
+#
+# Each notebook is executed twice per `make test`: once by tools/execute_book.py into
+# _build/executed (the site, the student site and the PDF are built from that copy, with
+# Jupyter Book's execution off), and once by nbval, which re-executes the student edition
+# of every notebook and compares its checked outputs with the committed ones.
 
 PYTHON ?= python3
+# Notebooks executed side by side, and pytest workers (the chapters run torch on one thread).
+JOBS   ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 JS_OK  := node_modules/.installed
+EXECUTED := _build/executed
+STUDENT_SRC := _build/student
+EDITIONS := _build/editions
+JB_BUILD := $(BIN)/jupyter-book build --all -W --keep-going
 
-.PHONY: setup book test test-fast site-test student student-book bench clean
+.PHONY: setup executed book test test-fast student student-book learner editions pdf lint \
+        bench clean
 
 setup: $(PY_OK) $(JS_OK)
 
@@ -24,29 +36,61 @@ $(JS_OK): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# Build the site into _build/html: every notebook executed afresh, warnings are errors.
-book: setup
-	$(BIN)/jupyter-book build --all -W --keep-going .
+# Every notebook of _toc.yml executed once (JOBS side by side) into _build/executed, with
+# its widget state; a notebook is executed again only when it, course_lib, benchmarks/ or
+# the environment changed since (tools/execute_book.py --force executes them all).
+executed: setup
+	$(BIN)/python tools/execute_book.py --jobs $(JOBS) --out $(EXECUTED)
 
-# Every test: unit, torch parity, widgets, exercises, release, every notebook
-# (nbval), then the built site in headless Chromium.
-test: book
-	$(BIN)/python -m pytest
+# The site in _build/html, built from the executed notebooks; warnings are errors.
+book: executed
+	$(JB_BUILD) --path-output . $(EXECUTED)
 
-# Tests without the notebooks and the browser (seconds).
+# Every test: unit, torch parity, widgets, exercises, release, config, the site, the
+# student site and the PDF in Chromium (axe-core included), the editions, and nbval on the
+# student edition of every notebook (pyproject.toml's testpaths: tests and _student/book).
+test: book student student-book editions pdf
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope
+
+# Tests that need no notebook run, no built site and no browser (under a minute).
 test-fast: setup
-	$(BIN)/python -m pytest tests -m "not site and not slow"
+	$(BIN)/python -m pytest tests -m "not site and not slow" -n $(JOBS)
 
-# The student edition (solutions stripped, instructor pages left out; rewritten on
-# every run) and its site in _student/_build/html.
+# The student edition (solutions stripped, instructor pages left out; rewritten on every
+# run) in _student/, from the committed notebooks: what instructors hand out, and what
+# nbval runs.
 student: setup
 	$(BIN)/python -m course_lib.release student _student --force
 
-student-book: student
-	cd _student && ../$(BIN)/jupyter-book build --all -W --keep-going .
+# The student site in _build/student/_build/html: the student edition of the executed book
+# (nothing is executed again), its launch buttons opening the student edition's branch.
+student-book: executed
+	$(BIN)/python -m course_lib.release student $(STUDENT_SRC) --src $(EXECUTED) --force
+	COURSE_EDITION=student $(JB_BUILD) $(STUDENT_SRC)
+
+# The learner edition (plain Markdown: reads cleanly in JupyterLab, Colab, VS Code) in _learner/.
+learner: setup
+	rm -rf _learner
+	$(BIN)/python -m course_lib.release learner _learner
+
+# The trees the publishing workflow commits to the branches that the Colab and Binder
+# buttons open (_config.yml, course_launch_branches): the learner and student editions
+# beside course_lib, pyproject.toml and binder/, in _build/editions/<edition>.
+editions: setup
+	$(BIN)/python tools/editions.py --out $(EDITIONS)
+
+# The whole book as one PDF, _build/pdf/book.pdf (Chromium's print to PDF, chapters in
+# reading order, the explorers' static figures in place of the widgets).
+pdf: book
+	$(BIN)/python tools/book_pdf.py --site _build/html --out _build/pdf/book.pdf
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/actionlint
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf _build _student .pytest_cache
+	rm -rf _build _student _learner .pytest_cache

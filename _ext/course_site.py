@@ -17,6 +17,18 @@
    CHTML fonts, the menu and the accessibility tools (a11y, sre) stay.
 4. Removes the second `const THEBE_JS_URL` declaration that Jupyter Book 1
    emits in every page (a console SyntaxError: redeclaration of a const).
+5. Points the Colab and Binder launch buttons at the branch of this edition of the
+   site (`course_launch_branches` in _config.yml; the edition is `instructor` unless
+   the environment variable COURSE_EDITION names another, as `make student-book`
+   does), never at the instructor notebooks of the repository's own branch.
+6. Names myst-nb's "Show code cell source" toggles by their visible text (WCAG 2.5.3).
+7. Leaves the Colab set-up cell (the first cell of every notebook, tagged
+   `colab-setup`) out of the pages, as myst-nb's `remove-cell` tag would, without
+   editing the notebooks: the downloadable .ipynb keeps it first.
+8. Serves `_ext/static/course_site.css`: in dark mode, figures (matplotlib outputs, the
+   explorers' static fallbacks) sit on a light card, since they are drawn for a white
+   background; in print (and so in `make pdf`), the live widgets are hidden (each
+   explorer is followed by its static figure) and the page chrome is left out.
 
 node_modules is looked up as Node does: next to the book, then in each parent
 folder (so the student edition in `_student/` uses the repository's), unless
@@ -30,6 +42,7 @@ import os
 import shutil
 from pathlib import Path
 
+from docutils import nodes
 from sphinx.errors import ExtensionError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +88,8 @@ def check_node_modules(app):
     if missing:
         raise ExtensionError(
             f"JavaScript assets missing from {NODE_MODULES}: {missing}. "
-            "Run `make book` (it runs `npm ci`) or `npm ci` in the repository root.")
+            "Run `make book` (it runs `npm ci`) or `npm ci` in the repository root."
+        )
 
 
 def copy_vendor(app, exception):
@@ -90,6 +104,17 @@ def copy_vendor(app, exception):
         if font.suffix in FONT_SUFFIXES:
             shutil.copyfile(font, vendor / "html-manager" / font.name)
     (vendor / "course-widgets-loader.js").write_text(LOADER_JS)
+
+
+# myst-nb's toggle of a hidden cell input names itself "Toggle hidden content" while it shows
+# "Show code cell source": its accessible name must contain its visible text (WCAG 2.5.3),
+# which it does once the aria-label is gone (the name then comes from that text).
+TOGGLE_SUMMARY = '<summary aria-label="Toggle hidden content">'
+
+
+def name_toggles_by_their_text(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = context["body"].replace(TOGGLE_SUMMARY, "<summary>")
 
 
 def drop_duplicate_inline_scripts(app, pagename, templatename, context, doctree):
@@ -108,9 +133,18 @@ def drop_duplicate_inline_scripts(app, pagename, templatename, context, doctree)
 
 
 # Top-level MathJax bundles: each is a complete entry point; a page loads one.
-MATHJAX_BUNDLES = ["tex-chtml.js", "tex-chtml-full.js", "tex-chtml-full-speech.js", "tex-mml-chtml.js",
-                   "tex-mml-svg.js", "tex-svg.js", "tex-svg-full.js", "mml-chtml.js", "mml-svg.js",
-                   "node-main.js"]
+MATHJAX_BUNDLES = [
+    "tex-chtml.js",
+    "tex-chtml-full.js",
+    "tex-chtml-full-speech.js",
+    "tex-mml-chtml.js",
+    "tex-mml-svg.js",
+    "tex-svg.js",
+    "tex-svg-full.js",
+    "mml-chtml.js",
+    "mml-svg.js",
+    "node-main.js",
+]
 MATHJAX_SVG_OUTPUT = ["output/svg", "output/svg.js"]
 
 
@@ -132,9 +166,47 @@ def prune_mathjax(app, exception):
             path.unlink()
 
 
+def set_launch_branch(app, config):
+    """The launch buttons of sphinx-book-theme open `repository_branch`: make it the branch
+    of this edition."""
+    branches = config.course_launch_branches
+    if not branches:
+        return  # not configured: the theme's default (the repository's branch)
+    edition = os.environ.get("COURSE_EDITION", "instructor")
+    if edition not in branches:
+        raise ExtensionError(
+            f"COURSE_EDITION={edition!r}: course_launch_branches in "
+            f"_config.yml names the editions {sorted(branches)}"
+        )
+    config.html_theme_options = {**config.html_theme_options, "repository_branch": branches[edition]}
+
+
+SETUP_CELL_TAG = "colab-setup"
+
+
+def remove_setup_cells(app, doctree):
+    """Drop the cells tagged `colab-setup` from the page (and so from the search index)."""
+    for node in list(doctree.findall(nodes.container)):
+        if f"tag_{SETUP_CELL_TAG}" in node.get("classes", []):
+            node.parent.remove(node)
+
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def add_static(app):
+    app.config.html_static_path.append(str(STATIC))
+    app.add_css_file("course_site.css")
+
+
 def setup(app):
+    app.add_config_value("course_launch_branches", {}, "html", types=[dict])
+    app.connect("config-inited", set_launch_branch)
+    app.connect("builder-inited", add_static)
+    app.connect("doctree-read", remove_setup_cells)
     app.connect("builder-inited", check_node_modules)
     app.connect("html-page-context", drop_duplicate_inline_scripts, priority=100)
+    app.connect("html-page-context", name_toggles_by_their_text)
     app.connect("build-finished", copy_vendor)
     app.connect("build-finished", prune_mathjax, priority=900)  # after sphinx-mathjax-offline copies it
     return {"parallel_read_safe": True, "parallel_write_safe": True}

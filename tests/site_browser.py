@@ -64,12 +64,15 @@ def launch_browser():
 
 
 class PageVisit:
-    """Opens one page, blocking and recording every request outside the site."""
+    """Opens one page, blocking and recording every request outside the site (in the given
+    colour mode, else the site's default)."""
 
-    def __init__(self, browser, base, path):
+    def __init__(self, browser, base, path, mode=None):
         self.context = browser.new_context(viewport={"width": 1280, "height": 1000})
         self.external, self.errors = [], []
         self.context.route("**/*", self._route(base))
+        if mode:  # the site's colour mode ("light", "dark"), as its colour-mode button stores it
+            self.context.add_init_script(f"localStorage.setItem('mode', {mode!r})")
         self.page = self.context.new_page()
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
@@ -80,7 +83,7 @@ class PageVisit:
     def _route(self, base):
         def handle(route):
             url = route.request.url
-            if url.startswith(base) or url.startswith("data:") or url.startswith("blob:"):
+            if url.startswith((base, "data:", "blob:")):
                 route.continue_()
             else:
                 self.external.append(url)

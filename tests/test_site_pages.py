@@ -99,18 +99,43 @@ def test_dk_explorer_reacts_without_a_kernel(browser, server):
         visit.close()
 
 
-def test_launch_buttons_open_this_notebook_in_colab_and_binder(server):
-    """Every chapter page links to its own .ipynb on the repository set in _config.yml."""
+def test_launch_buttons_open_this_notebook_of_the_learner_edition(server):
+    """Every chapter page's Colab and Binder buttons open its own .ipynb on the learner
+    edition's branch (course_launch_branches) of the repository set in _config.yml, not the
+    instructor notebook of the repository's branch."""
     import yaml
 
-    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]
+    branch = config["sphinx"]["config"]["course_launch_branches"]["instructor"]
+    assert branch != repo["branch"]
     slug = repo["url"].removeprefix("https://github.com/")
     notebooks = sorted((ROOT / "book").glob("*.ipynb"))
     assert notebooks
     for nb in notebooks:
         html = (SITE / "book" / f"{nb.stem}.html").read_text()
         path = f"book/{nb.name}"
-        assert (f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/{path}"
-                in html), f"no Colab button for {path}"
-        assert f"https://mybinder.org/v2/gh/{slug}/{repo['branch']}?urlpath=lab/tree/{path}" in html, \
-            f"no Binder button for {path}"
+        assert (f"https://colab.research.google.com/github/{slug}/blob/{branch}/{path}"
+                in html), f"no Colab button for {path} on {branch}"
+        assert f"https://mybinder.org/v2/gh/{slug}/{branch}?urlpath=lab/tree/{path}" in html, \
+            f"no Binder button for {path} on {branch}"
+        assert f"/{repo['branch']}/{path}" not in html and f"/{repo['branch']}?urlpath" not in html
+
+
+def test_colab_setup_cell_is_left_out_of_the_pages_and_kept_in_the_download(server):
+    """The first cell of every notebook (tag colab-setup) installs course_lib on Colab: it is
+    not shown on the site (nor indexed for search), and the downloadable .ipynb keeps it first."""
+    import nbformat
+
+    notebooks = sorted((ROOT / "book").glob("*.ipynb"))
+    index = (SITE / "searchindex.js").read_text()
+    for nb in notebooks:
+        setup = nbformat.read(nb, as_version=4).cells[0]
+        assert "colab-setup" in setup.metadata.get("tags", [])
+        marker = 'if "google.colab" in sys.modules'
+        assert marker in setup.source
+        html = (SITE / "book" / f"{nb.stem}.html").read_text()
+        assert "tag_colab-setup" not in html and "google.colab" not in html, nb.name
+        download = nbformat.read(SITE / "_sources" / "book" / nb.name, as_version=4)
+        assert download.cells[0].source == setup.source, f"{nb.name}: the download lost its set-up cell"
+    assert "google.colab" not in index

@@ -45,7 +45,8 @@ def test_first_cell_installs_course_lib_on_colab_from_the_configured_repository(
     assert first.cell_type == "code" and "colab-setup" in first.metadata.get("tags", [])
     assert 'if "google.colab" in sys.modules:' in first.source
     urls = re.findall(r"git\+(\S+?)@(\w[\w.-]*)", first.source)
-    assert urls == [(repo, branch)], f"{path.name}: set-up cell installs from {urls}, _config.yml says {repo}@{branch}"
+    assert urls == [(repo, branch)], \
+        f"{path.name}: set-up cell installs from {urls}, _config.yml says {repo}@{branch}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

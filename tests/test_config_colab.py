@@ -2,7 +2,7 @@
 and without the network.
 
 The cell installs course_lib with `%pip install "course_lib @ git+<url>@<branch>"` (the URL
-and branch of _config.yml; tests/test_book_config.py checks that they agree) when
+and branch of _config.yml; tests/test_config_book.py checks that they agree) when
 `google.colab` has been imported, which Colab's kernel does at start-up, and does nothing
 elsewhere.
 
