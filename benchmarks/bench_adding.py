@@ -10,26 +10,43 @@ sequences, the same number of steps (course_lib.adding.train_adding); one torch 
 """
 
 from common import SweepSpec
+
 from course_lib.adding import adding_mse, remembered_values, train_adding
 
 CONFIG = {"steps": 2000, "eval_every": 250, "lr": 1e-2, "hidden_size": 32}
 MODULES = ["course_lib.adding", "course_lib.train", "course_lib.rnn"]
-RECIPE = ["course_lib.adding:train_adding", "course_lib.adding:AddingRegressor",
-          "course_lib.adding:adding_batch", "course_lib.adding:remembered_values"]
-METRICS = {"mse": {"unit": "MSE", "higher_is_better": False},
-           **{f"mse_{s}": {"unit": "MSE", "higher_is_better": False}
-              for s in range(CONFIG["eval_every"], CONFIG["steps"] + 1, CONFIG["eval_every"])},
-           "b1": {"unit": "", "higher_is_better": True},
-           "b2": {"unit": "", "higher_is_better": True}}
+RECIPE = [
+    "course_lib.adding:train_adding",
+    "course_lib.adding:AddingRegressor",
+    "course_lib.adding:adding_batch",
+    "course_lib.adding:remembered_values",
+]
+METRICS = {
+    "mse": {"unit": "MSE", "higher_is_better": False},
+    **{
+        f"mse_{s}": {"unit": "MSE", "higher_is_better": False}
+        for s in range(CONFIG["eval_every"], CONFIG["steps"] + 1, CONFIG["eval_every"])
+    },
+    "b1": {"unit": "", "higher_is_better": True},
+    "b2": {"unit": "", "higher_is_better": True},
+}
 
 
 def adding_run(point, seed, config):
     """One model: held-out MSE every `eval_every` steps (mse_<step>, 4000 validation sequences),
     the test MSE at the end (mse, 4000 other sequences), and the least-squares weights b1, b2 of
     the prediction on the two marked values (what it remembers)."""
-    model, history = train_adding(point["cell"], point["T"], config["steps"], seed=seed, lr=config["lr"],
-                                  hidden_size=config["hidden_size"], init=point["init"],
-                                  truncate=point["truncate"], eval_every=config["eval_every"])
+    model, history = train_adding(
+        point["cell"],
+        point["T"],
+        config["steps"],
+        seed=seed,
+        lr=config["lr"],
+        hidden_size=config["hidden_size"],
+        init=point["init"],
+        truncate=point["truncate"],
+        eval_every=config["eval_every"],
+    )
     out = {f"mse_{step}": value for step, value in history.evals}
     remembered = remembered_values(model, point["T"])
     out.update(mse=adding_mse(model, point["T"], seed=20_000), b1=remembered["b1"], b2=remembered["b2"])
@@ -49,21 +66,34 @@ SWEEPS = {
     "adding_rnn": SweepSpec(
         title="The adding problem: the vanilla RNN by lag and initialisation (2000 steps)",
         run=adding_run,
-        points=[_point(T=10), _point(T=20), _point(T=40), _point(T=40, init="orthogonal"),
-                _point(T=40, init="identity")],
-        config=CONFIG, recipe=RECIPE, modules=MODULES, metrics=METRICS,
+        points=[
+            _point(T=10),
+            _point(T=20),
+            _point(T=40),
+            _point(T=40, init="orthogonal"),
+            _point(T=40, init="identity"),
+        ],
+        config=CONFIG,
+        recipe=RECIPE,
+        modules=MODULES,
+        metrics=METRICS,
         records=[("mse", "adding_test_mse/{cell}/{init}/T{T}")],
         description="Vanilla tanh RNN (32 units) at T = 10, 20, 40 from torch's default "
-                    "initialisation; at T = 40 also an orthogonal W_hh and the IRNN (ReLU, W_hh = I, "
-                    "Le, Jaitly & Hinton 2015). 3 seeds, 2000 steps each, one learning rate (0.01)."),
+        "initialisation; at T = 40 also an orthogonal W_hh and the IRNN (ReLU, W_hh = I, "
+        "Le, Jaitly & Hinton 2015). 3 seeds, 2000 steps each, one learning rate (0.01).",
+    ),
     "adding_budget": SweepSpec(
         title="The adding problem: an LSTM at T = 40, and truncated BPTT at T = 20 (2000 steps)",
         run=adding_run,
         points=[_point(cell="lstm", T=40), _point(T=20, truncate=2), _point(T=20, truncate=5)],
-        config=CONFIG, recipe=RECIPE, modules=MODULES, metrics=METRICS,
+        config=CONFIG,
+        recipe=RECIPE,
+        modules=MODULES,
+        metrics=METRICS,
         records=[("mse", "adding_test_mse/{cell}/{init}/T{T}/truncate{truncate}")],
         description="The LSTM (32 units) at T = 40 with the vanilla RNN's budget; the vanilla RNN at "
-                    "T = 20 with the gradient cut 2 or 5 steps back. 3 seeds, 2000 steps each."),
+        "T = 20 with the gradient cut 2 or 5 steps back. 3 seeds, 2000 steps each.",
+    ),
 }
 
 for _init in ("default", "orthogonal"):
@@ -71,10 +101,14 @@ for _init in ("default", "orthogonal"):
         title=f"The adding problem: the vanilla RNN ({_init} init) at T = 40, learning rates 0.001 and 0.003",
         run=adding_lr_run,
         points=[dict(_point(T=40, init=_init), lr=lr) for lr in (1e-3, 3e-3)],
-        config=CONFIG, recipe=RECIPE + ["bench_adding:adding_run"], modules=MODULES, metrics=METRICS,
+        config=CONFIG,
+        recipe=RECIPE + ["bench_adding:adding_run"],
+        modules=MODULES,
+        metrics=METRICS,
         records=[("mse", f"adding_test_mse/rnn/{_init}/T40/lr{{lr}}")],
         description="The vanilla RNN at T = 40 with two more learning rates than adding_rnn's 0.01, "
-                    "so that its failure at this budget is not a matter of the learning rate. 3 seeds, "
-                    "2000 steps each.")
+        "so that its failure at this budget is not a matter of the learning rate. 3 seeds, "
+        "2000 steps each.",
+    )
 
 BENCHMARKS = []

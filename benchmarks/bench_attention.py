@@ -23,7 +23,8 @@ def sdpa_vs_torch(args):
         ours, theirs = compare_ms(
             lambda q, k, v, mask=mask: scaled_dot_product_attention(q, k, v, mask),
             lambda q, k, v, mask=mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-            inputs, repeats=3 if args.quick else 10,
+            inputs,
+            repeats=3 if args.quick else 10,
         )
         records.append(record(name, ours, "ms", baseline=theirs))
     return records

@@ -12,8 +12,8 @@ import warnings
 
 import torch
 import torch.nn as nn
-
 from common import record
+
 from course_lib.multihead import MultiHeadAttention
 
 LENGTHS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
@@ -51,29 +51,38 @@ def attention_vs_rnn(args):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    layers = {"attention": MultiHeadAttention(D, num_heads=1).eval(),
-              "rnn": nn.RNN(D, D, batch_first=True).eval(),
-              "lstm": nn.LSTM(D, D, batch_first=True).eval()}
+    layers = {
+        "attention": MultiHeadAttention(D, num_heads=1).eval(),
+        "rnn": nn.RNN(D, D, batch_first=True).eval(),
+        "lstm": nn.LSTM(D, D, batch_first=True).eval(),
+    }
     times = {name: [] for name in layers}
     records = []
     try:
         with torch.no_grad():
             for n in LENGTHS:
                 x = torch.randn(1, n, D)
-                times["attention"].append(fastest_ms(lambda: layers["attention"](x, x, x), repeats))
-                times["rnn"].append(fastest_ms(lambda: layers["rnn"](x), repeats))
-                times["lstm"].append(fastest_ms(lambda: layers["lstm"](x), repeats))
-                records.append(record(f"self_attention_forward_ms/n{n}", times["attention"][-1], "ms",
-                                      baseline=times["rnn"][-1]))
-                records.append(record(f"lstm_forward_ms/n{n}", times["lstm"][-1], "ms",
-                                      baseline=times["rnn"][-1]))
+                times["attention"].append(fastest_ms(lambda x=x: layers["attention"](x, x, x), repeats))
+                times["rnn"].append(fastest_ms(lambda x=x: layers["rnn"](x), repeats))
+                times["lstm"].append(fastest_ms(lambda x=x: layers["lstm"](x), repeats))
+                records.append(
+                    record(
+                        f"self_attention_forward_ms/n{n}",
+                        times["attention"][-1],
+                        "ms",
+                        baseline=times["rnn"][-1],
+                    )
+                )
+                records.append(
+                    record(f"lstm_forward_ms/n{n}", times["lstm"][-1], "ms", baseline=times["rnn"][-1])
+                )
             x, w = torch.randn(4096, D), torch.randn(D, D)
             madds_per_s = 4096 * D * D / (fastest_ms(lambda: x @ w, repeats) / 1e3)
             x = torch.randn(1, 1024, D)
-            fused = fastest_ms(lambda: layers["lstm"](x), repeats)
+            fused = fastest_ms(lambda x=x: layers["lstm"](x), repeats)
             with warnings.catch_warnings(), torch.backends.mkldnn.flags(enabled=False):
                 warnings.simplefilter("ignore")
-                stepwise = fastest_ms(lambda: layers["lstm"](x), repeats)
+                stepwise = fastest_ms(lambda x=x: layers["lstm"](x), repeats)
     finally:
         torch.set_num_threads(threads)
     step_us = 1e3 * times["rnn"][-1] / LENGTHS[-1]
@@ -84,14 +93,18 @@ def attention_vs_rnn(args):
         record("matmul_gmadds_per_s", madds_per_s / 1e9, "G multiply-adds/s"),
         record("self_attention_gmadds_per_s/n4096", attention_per_s / 1e9, "G multiply-adds/s"),
         record("attention_rnn_crossing_n/predicted", predicted, "tokens"),
-        record("attention_rnn_crossing_n/measured",
-               crossing(LENGTHS, times["attention"], times["rnn"]), "tokens"),
+        record(
+            "attention_rnn_crossing_n/measured", crossing(LENGTHS, times["attention"], times["rnn"]), "tokens"
+        ),
         record("lstm_forward_ms/n1024_stepwise", stepwise, "ms", baseline=fused),
     ]
     return records
 
 
 BENCHMARKS = [
-    ("Self-attention vs RNN and LSTM: forward ms (baseline: nn.RNN), crossing, per-step overhead "
-     "(CPU, 1 thread, d = 64, min over repeats)", attention_vs_rnn),
+    (
+        "Self-attention vs RNN and LSTM: forward ms (baseline: nn.RNN), crossing, per-step overhead "
+        "(CPU, 1 thread, d = 64, min over repeats)",
+        attention_vs_rnn,
+    ),
 ]

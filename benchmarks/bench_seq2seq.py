@@ -7,9 +7,11 @@ grouped by length, seed 0), so the numbers should match the chapters' up to BLAS
 import time
 
 import torch
-
 from common import record
-from course_lib import attention as A, data, recipes, seq2seq as S, train
+
+from course_lib import attention as A
+from course_lib import data, recipes, train
+from course_lib import seq2seq as S
 
 
 def _dates():
@@ -27,6 +29,7 @@ def _one_thread(fn):
             return fn(args)
         finally:
             torch.set_num_threads(before)
+
     wrapped.__name__ = fn.__name__
     return wrapped
 
@@ -36,13 +39,17 @@ def dates_attention_exact_match(args):
     """Chapter 4's date model: Luong decoder, concat score, 400 steps."""
     train_pairs, test_pairs, src, tgt = _dates()
     train.seed_everything(0)
-    model = S.build_model(len(src), len(tgt), attention="luong", score="concat", hidden_size=64, embed_size=32)
+    model = S.build_model(
+        len(src), len(tgt), attention="luong", score="concat", hidden_size=64, embed_size=32
+    )
     start = time.perf_counter()
     recipes.train_seq2seq(model, train_pairs, src, tgt, 400, progress=False)
     seconds = time.perf_counter() - start
     result = S.evaluate(model, test_pairs, src, tgt)
-    return [record("dates_attention_exact_match", result["exact_match"], "fraction"),
-            record("dates_attention_train_seconds", seconds, "s")]
+    return [
+        record("dates_attention_exact_match", result["exact_match"], "fraction"),
+        record("dates_attention_train_seconds", seconds, "s"),
+    ]
 
 
 @_one_thread
@@ -54,11 +61,17 @@ def score_function_exact_match(args):
     records = []
     for label, (kind, score) in variants.items():
         train.seed_everything(0)
-        model = S.build_model(len(src), len(tgt), attention=kind, score=score, hidden_size=64,
-                              embed_size=32, max_src_len=31)
+        model = S.build_model(
+            len(src), len(tgt), attention=kind, score=score, hidden_size=64, embed_size=32, max_src_len=31
+        )
         recipes.train_seq2seq(model, train_pairs, src, tgt, 100, progress=False)
-        records.append(record(f"score_function_exact_match/{label}",
-                              S.evaluate(model, test_pairs, src, tgt)["exact_match"], "fraction"))
+        records.append(
+            record(
+                f"score_function_exact_match/{label}",
+                S.evaluate(model, test_pairs, src, tgt)["exact_match"],
+                "fraction",
+            )
+        )
     return records
 
 
@@ -70,8 +83,9 @@ def bottleneck_accuracy(args):
     records = []
     for label, attention, score in [("no_attention", None, None), ("luong_dot", "luong", "dot")]:
         train.seed_everything(0)
-        model = S.build_model(len(vocab), len(vocab), attention=attention, score=score,
-                              hidden_size=64, embed_size=32)
+        model = S.build_model(
+            len(vocab), len(vocab), attention=attention, score=score, hidden_size=64, embed_size=32
+        )
         recipes.train_seq2seq(model, pairs, vocab, vocab, 400, progress=False)
         for n in (10, 20, 30):
             held_out = data.copy_pairs(200, seed=100 + n, min_len=n, max_len=n)
@@ -82,8 +96,10 @@ def bottleneck_accuracy(args):
 
 BENCHMARKS = [
     ("Seq2seq: dates with Luong attention (held-out exact match, 400 steps)", dates_attention_exact_match),
-    ("Seq2seq: every score function at an equal budget (dates, 100 steps, held-out exact match)",
-     score_function_exact_match),
+    (
+        "Seq2seq: every score function at an equal budget (dates, 100 steps, held-out exact match)",
+        score_function_exact_match,
+    ),
     ("Seq2seq: copy accuracy by input length, with and without attention (400 steps)", bottleneck_accuracy),
 ]
 
@@ -93,10 +109,11 @@ BENCHMARKS = [
 # ---------------------------------------------------------------------------
 
 from common import SweepSpec  # noqa: E402
+
 from course_lib import alignment as L  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
-COPY_LENGTHS = (4, 8, 12, 16, 20, 30, 40)   # trained on 1-20: 30 and 40 are beyond
+COPY_LENGTHS = (4, 8, 12, 16, 20, 30, 40)  # trained on 1-20: 30 and 40 are beyond
 
 
 def _copy_data():
@@ -112,10 +129,19 @@ def bottleneck_run(point, seed, config):
     flip = (lambda s: s[::-1]) if point.get("reverse") else (lambda s: s)
     train.seed_everything(seed)
     attention, score = (None, None) if point["model"] == "no_attention" else ("luong", "dot")
-    model = S.build_model(len(vocab), len(vocab), attention=attention, score=score,
-                          hidden_size=point["hidden"], embed_size=32)
-    recipes.train_seq2seq(model, [(flip(s), t) for s, t in pairs], vocab, vocab, point["steps"],
-                          lr=config["lr"], seed=seed, progress=False)
+    model = S.build_model(
+        len(vocab), len(vocab), attention=attention, score=score, hidden_size=point["hidden"], embed_size=32
+    )
+    recipes.train_seq2seq(
+        model,
+        [(flip(s), t) for s, t in pairs],
+        vocab,
+        vocab,
+        point["steps"],
+        lr=config["lr"],
+        seed=seed,
+        progress=False,
+    )
     out = {}
     for n in COPY_LENGTHS:
         held_out = [(flip(s), t) for s, t in data.copy_pairs(100, seed=100 + n, min_len=n, max_len=n)]
@@ -124,12 +150,14 @@ def bottleneck_run(point, seed, config):
         out[f"acc_{n}"] = train.position_accuracy(preds, [t for _, t in held_out])
         if n in (4, 8):
             for i in range(n):
-                out[f"acc_{n}_pos{i + 1}"] = sum(len(p) > i and p[i] == t[i]
-                                                 for p, (_, t) in zip(preds, held_out)) / len(held_out)
+                out[f"acc_{n}_pos{i + 1}"] = sum(
+                    len(p) > i and p[i] == t[i] for p, (_, t) in zip(preds, held_out)
+                ) / len(held_out)
     mixed = [(flip(s), t) for s, t in data.copy_pairs(300, seed=99, min_len=1, max_len=20)]
     for beam, penalty in ((1, 0.0), (5, 0.0), (5, 1.0)):
-        preds = S.translate(model, [s for s, _ in mixed], vocab, vocab, max_len=22,
-                            beam_size=beam, length_penalty=penalty)
+        preds = S.translate(
+            model, [s for s, _ in mixed], vocab, vocab, max_len=22, beam_size=beam, length_penalty=penalty
+        )
         tag = "greedy" if beam == 1 else f"beam{beam}_lp{penalty:g}"
         out[f"mixed_em_{tag}"] = train.exact_match(preds, [t for _, t in mixed])
         out[f"mixed_len_{tag}"] = sum(len(p) for p in preds) / len(preds)
@@ -149,7 +177,7 @@ def _variant(label):
         return dict(attention="luong", score="concat", input_feeding=True)
     if label == "luong_local_p":
         return dict(attention="luong", score="concat", window=4, local="predictive")
-    return dict(attention="luong", score=label[len("luong_"):])
+    return dict(attention="luong", score=label[len("luong_") :])
 
 
 @torch.no_grad()
@@ -157,10 +185,11 @@ def _key_statistics(model, pairs, src):
     """Variance per component of the encoder states (the keys) over real positions, and the
     standard deviation of the unscaled dot score q.k between decoder states and keys."""
     from course_lib.data import pad_batch
+
     x, lengths = pad_batch([src.encode(s) for s, _ in pairs[:500]], src.pad_id)
     memory = model.encode(x, lengths)
     real = torch.arange(x.shape[1])[None] < lengths[:, None]
-    keys = memory.outputs[real]                       # (N, H)
+    keys = memory.outputs[real]  # (N, H)
     return {"key_var": keys.var(0).mean().item(), "key_norm": keys.norm(dim=-1).mean().item()}
 
 
@@ -169,10 +198,18 @@ def scores_run(point, seed, config):
     per-position accuracy, alignment accuracy (teacher forced) and the keys' variance."""
     train_pairs, test_pairs, src, tgt, max_src = _date_setup()
     train.seed_everything(seed)
-    model = S.build_model(len(src), len(tgt), hidden_size=64, embed_size=32, max_src_len=max_src,
-                          bidirectional=point.get("bidirectional", False), **_variant(point["variant"]))
-    recipes.train_seq2seq(model, train_pairs, src, tgt, point["steps"], lr=config["lr"], seed=seed,
-                          progress=False)
+    model = S.build_model(
+        len(src),
+        len(tgt),
+        hidden_size=64,
+        embed_size=32,
+        max_src_len=max_src,
+        bidirectional=point.get("bidirectional", False),
+        **_variant(point["variant"]),
+    )
+    recipes.train_seq2seq(
+        model, train_pairs, src, tgt, point["steps"], lr=config["lr"], seed=seed, progress=False
+    )
     out = S.evaluate(model, test_pairs, src, tgt)
     weights = L.teacher_forced_weights(model, test_pairs, src, tgt)
     out["alignment_accuracy"] = L.alignment_accuracy(weights, [L.date_sources(s) for s, _ in test_pairs])
@@ -181,57 +218,92 @@ def scores_run(point, seed, config):
 
 
 # The recipe's functions, not the whole of course_lib.recipes (other models' recipes live there).
-_COPY_MODULES = ["course_lib.seq2seq", "course_lib.rnn", "course_lib.train",
-                 "course_lib.data", "course_lib.decoding", "course_lib.attention"]
+_COPY_MODULES = [
+    "course_lib.seq2seq",
+    "course_lib.rnn",
+    "course_lib.train",
+    "course_lib.data",
+    "course_lib.decoding",
+    "course_lib.attention",
+]
 
 SWEEPS = {
     "bottleneck_exact_match": SweepSpec(
         title="Copy task without attention: held-out exact match by length, hidden size and "
-              "budget; the source reversed; greedy vs beam search",
+        "budget; the source reversed; greedy vs beam search",
         run=bottleneck_run,
-        points=[{"model": "no_attention", "hidden": 64, "steps": s, "reverse": False}
-                for s in (250, 1000, 2000)]
+        points=[
+            {"model": "no_attention", "hidden": 64, "steps": s, "reverse": False} for s in (250, 1000, 2000)
+        ]
         + [{"model": "no_attention", "hidden": 128, "steps": 1000, "reverse": False}]
         + [{"model": "no_attention", "hidden": 64, "steps": 250, "reverse": True}],
         config={"lr": 1e-2, "train_lengths": [1, 20], "held_out_per_length": 100},
         recipe=["course_lib.recipes:train_seq2seq", "course_lib.recipes:_one_cycle"],
         modules=_COPY_MODULES + ["course_lib.alignment"],
-        metrics={**{f"{m}_{n}": {"unit": "fraction", "higher_is_better": True}
-                    for m in ("em", "acc") for n in COPY_LENGTHS},
-                 **{f"acc_{n}_pos{i}": {"unit": "fraction", "higher_is_better": True}
-                    for n in (4, 8) for i in range(1, n + 1)},
-                 **{f"mixed_em_{d}": {"unit": "fraction", "higher_is_better": True}
-                    for d in ("greedy", "beam5_lp0", "beam5_lp1")},
-                 **{f"mixed_len_{d}": {"unit": "characters", "higher_is_better": False}
-                    for d in ("greedy", "beam5_lp0", "beam5_lp1")}},
-        records=[(f"em_{n}", f"bottleneck_exact_match/{{hidden}}/{n}/{{model}}/{{steps}}/reverse={{reverse}}")
-                 for n in (4, 8, 12, 20)],
+        metrics={
+            **{
+                f"{m}_{n}": {"unit": "fraction", "higher_is_better": True}
+                for m in ("em", "acc")
+                for n in COPY_LENGTHS
+            },
+            **{
+                f"acc_{n}_pos{i}": {"unit": "fraction", "higher_is_better": True}
+                for n in (4, 8)
+                for i in range(1, n + 1)
+            },
+            **{
+                f"mixed_em_{d}": {"unit": "fraction", "higher_is_better": True}
+                for d in ("greedy", "beam5_lp0", "beam5_lp1")
+            },
+            **{
+                f"mixed_len_{d}": {"unit": "characters", "higher_is_better": False}
+                for d in ("greedy", "beam5_lp0", "beam5_lp1")
+            },
+        },
+        records=[
+            (f"em_{n}", f"bottleneck_exact_match/{{hidden}}/{n}/{{model}}/{{steps}}/reverse={{reverse}}")
+            for n in (4, 8, 12, 20)
+        ],
     ),
     "seq2seq_attention_scores": SweepSpec(
         title="Dates: every score function (100 steps) and Bahdanau with a uni- or bidirectional "
-              "encoder (500 steps): exact match, alignment accuracy, keys' variance",
+        "encoder (500 steps): exact match, alignment accuracy, keys' variance",
         run=scores_run,
-        points=[{"variant": v, "steps": 100, "bidirectional": False}
-                for v in ("bahdanau_concat", "luong_dot", "luong_scaled_dot", "luong_general",
-                          "luong_concat", "luong_location", "luong_cosine", "luong_concat_feed",
-                          "luong_local_p")]
+        points=[
+            {"variant": v, "steps": 100, "bidirectional": False}
+            for v in (
+                "bahdanau_concat",
+                "luong_dot",
+                "luong_scaled_dot",
+                "luong_general",
+                "luong_concat",
+                "luong_location",
+                "luong_cosine",
+                "luong_concat_feed",
+                "luong_local_p",
+            )
+        ]
         + [{"variant": "bahdanau_concat", "steps": 500, "bidirectional": b} for b in (False, True)],
         config={"lr": 1e-2, "hidden": 64, "embed": 32},
         recipe=["course_lib.recipes:train_seq2seq", "course_lib.recipes:_one_cycle"],
         modules=_COPY_MODULES + ["course_lib.alignment"],
-        metrics={"exact_match": {"unit": "fraction", "higher_is_better": True},
-                 "position_accuracy": {"unit": "fraction", "higher_is_better": True},
-                 "alignment_accuracy": {"unit": "fraction", "higher_is_better": True},
-                 "key_var": {"unit": "variance per component", "higher_is_better": False},
-                 "key_norm": {"unit": "L2 norm", "higher_is_better": False}},
-        records=[("exact_match", "score_function_exact_match/{variant}/{steps}/bi={bidirectional}"),
-                 ("alignment_accuracy", "bahdanau_alignment_accuracy/{variant}/{steps}/bi={bidirectional}")],
+        metrics={
+            "exact_match": {"unit": "fraction", "higher_is_better": True},
+            "position_accuracy": {"unit": "fraction", "higher_is_better": True},
+            "alignment_accuracy": {"unit": "fraction", "higher_is_better": True},
+            "key_var": {"unit": "variance per component", "higher_is_better": False},
+            "key_norm": {"unit": "L2 norm", "higher_is_better": False},
+        },
+        records=[
+            ("exact_match", "score_function_exact_match/{variant}/{steps}/bi={bidirectional}"),
+            ("alignment_accuracy", "bahdanau_alignment_accuracy/{variant}/{steps}/bi={bidirectional}"),
+        ],
     ),
 }
 
 SWEEPS["copy_attention_lengths"] = SweepSpec(
     title="Copy task with Luong dot attention (400 steps, trained on 1-20 letters): held-out exact "
-          "match and per-position accuracy by length, within and beyond the training lengths",
+    "match and per-position accuracy by length, within and beyond the training lengths",
     run=bottleneck_run,
     points=[{"model": "luong_dot", "hidden": 64, "steps": 400, "reverse": False}],
     config=SWEEPS["bottleneck_exact_match"].config,

@@ -46,8 +46,18 @@ def sweep_records(spec, sweep):
     for metric, name_format in spec.records:
         for point in sweep.points:
             s = sweep.summary(metric, **point)
-            out.append(record(name_format.format(**point), s.mean, sweep.metrics[metric].get("unit", ""),
-                              std=s.std, min=s.min, max=s.max, n=s.n, sweep=sweep.name))
+            out.append(
+                record(
+                    name_format.format(**point),
+                    s.mean,
+                    sweep.metrics[metric].get("unit", ""),
+                    std=s.std,
+                    min=s.min,
+                    max=s.max,
+                    n=s.n,
+                    sweep=sweep.name,
+                )
+            )
     return out
 
 
@@ -74,6 +84,7 @@ def compare_ms(ours, theirs, inputs, repeats, warmup=2):
 
 def markdown_table(records):
     """One Markdown table; a spread column (± std, [min, max], n seeds) when a record has one."""
+
     def fmt(x):
         if x is None:
             return ""

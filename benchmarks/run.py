@@ -51,6 +51,7 @@ SWEEP_DIR = ROOT / "course_lib" / "sweeps"
 # Notebooks: wall time of a full run, top to bottom
 # ---------------------------------------------------------------------------
 
+
 def notebook_seconds(args):
     notebooks = sorted((ROOT / "book").glob("**/*.ipynb"))
     notebooks = [nb for nb in notebooks if ".ipynb_checkpoints" not in nb.parts]
@@ -65,8 +66,9 @@ def notebook_seconds(args):
         start = time.perf_counter()
         try:
             nb = nbformat.read(path, as_version=4)
-            NotebookClient(nb, timeout=600, kernel_name="python3",
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
+            NotebookClient(
+                nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+            ).execute()
         except Exception as error:  # report and go on with the others
             message = re.sub(r"\x1b\[[0-9;]*m", "", str(error))  # drop the traceback's colours
             print(f"FAILED {path.relative_to(ROOT)}: {type(error).__name__}: {message}"[:2000])
@@ -79,6 +81,7 @@ def notebook_seconds(args):
 # ---------------------------------------------------------------------------
 # The built site: how heavy is each page?
 # ---------------------------------------------------------------------------
+
 
 def page_sizes(args):
     site = ROOT / "_build" / "html"
@@ -100,8 +103,10 @@ def page_sizes(args):
 # Committed sweeps: their summaries (mean and spread over seeds), read from course_lib/sweeps/
 # ---------------------------------------------------------------------------
 
+
 def committed_sweep(name, spec):
     """A benchmark function that reads the committed sweep `name` and returns its records."""
+
     def summarize_sweep(args):
         path = SWEEP_DIR / f"{name}.json"
         if not path.exists():
@@ -111,8 +116,10 @@ def committed_sweep(name, spec):
         for problem in problems(name, spec):
             print(f"STALE {problem}")
             args.failed = True
-        print(f"(committed sweep {name}: {len(sweep.seeds)} seeds, {sweep.date[:10]}, "
-              f"{sweep.wall_seconds / 60:.1f} min to re-run with `{sweep.command}`)")
+        print(
+            f"(committed sweep {name}: {len(sweep.seeds)} seeds, {sweep.date[:10]}, "
+            f"{sweep.wall_seconds / 60:.1f} min to re-run with `{sweep.command}`)"
+        )
         return sweep_records(spec, sweep)
 
     summarize_sweep.__name__ = f"sweep_{name}"
@@ -125,8 +132,11 @@ def all_benchmarks():
     for path in sorted((ROOT / "benchmarks").glob("bench_*.py")):
         module = importlib.import_module(path.stem)
         found += module.BENCHMARKS
-        found += [(f"{spec.title} (sweep {name}: mean over seeds and spread)", committed_sweep(name, spec))
-                  for name, spec in getattr(module, "SWEEPS", {}).items() if spec.records]
+        found += [
+            (f"{spec.title} (sweep {name}: mean over seeds and spread)", committed_sweep(name, spec))
+            for name, spec in getattr(module, "SWEEPS", {}).items()
+            if spec.records
+        ]
     return found + [
         ("Notebooks: seconds to run top to bottom", notebook_seconds),
         ("Built site: page sizes", page_sizes),
@@ -138,8 +148,11 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer timing repeats")
     parser.add_argument("--skip-notebooks", action="store_true", help="do not execute the notebooks")
     parser.add_argument("--only", help="run only benchmarks whose function name contains this")
-    parser.add_argument("--readme-only", action="store_true",
-                        help="measure nothing; rewrite README's tables from results.json")
+    parser.add_argument(
+        "--readme-only",
+        action="store_true",
+        help="measure nothing; rewrite README's tables from results.json",
+    )
     args = parser.parse_args(argv)
     args.failed = False
     if args.readme_only:
@@ -180,10 +193,14 @@ def write_readme(results):
         print(f"(README.md has no {start} ... {end} markers: not updated)")
         return
     order = [title for title, _ in all_benchmarks()]
-    sections = sorted({r.get("section", "Other") for r in results},
-                      key=lambda t: order.index(t) if t in order else len(order))
-    tables = [f"#### {title}\n\n" + markdown_table([r for r in results if r.get("section", "Other") == title])
-              for title in sections]
+    sections = sorted(
+        {r.get("section", "Other") for r in results},
+        key=lambda t: order.index(t) if t in order else len(order),
+    )
+    tables = [
+        f"#### {title}\n\n" + markdown_table([r for r in results if r.get("section", "Other") == title])
+        for title in sections
+    ]
     head, rest = text.split(start, 1)
     readme.write_text(head + start + "\n\n" + "\n\n".join(tables) + "\n\n" + end + rest.split(end, 1)[1])
     print("updated the benchmark tables in README.md")

@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # course_lib importable from a plain clone
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import torch
+import torch  # noqa: E402 (after the sys.path lines)
 
-from course_lib.evidence import SCHEMA, Sweep, fingerprint, read_sweep
+from course_lib.evidence import SCHEMA, Sweep, fingerprint, read_sweep  # noqa: E402
 
 SWEEP_DIR = ROOT / "course_lib" / "sweeps"
 
@@ -76,12 +76,16 @@ def problems(name, spec, sweep_dir=SWEEP_DIR):
     if spec is None:
         found.append(f"{name}: committed but no SWEEPS entry in benchmarks/bench_*.py can re-run it")
     if sweep.expected_fingerprint() != sweep.fingerprint:
-        found.append(f"{name}: recorded fingerprint {sweep.fingerprint} != {sweep.expected_fingerprint()} "
-                     f"recomputed from its own recipe, modules, config and points: the code changed "
-                     f"since the sweep ran, or the file was edited ({rerun})")
+        found.append(
+            f"{name}: recorded fingerprint {sweep.fingerprint} != {sweep.expected_fingerprint()} "
+            f"recomputed from its own recipe, modules, config and points: the code changed "
+            f"since the sweep ran, or the file was edited ({rerun})"
+        )
     elif spec is not None and spec_fingerprint(spec) != sweep.fingerprint:
-        found.append(f"{name}: the registered spec (recipe, modules, config or points) changed since the "
-                     f"sweep ran: {sweep.fingerprint} != {spec_fingerprint(spec)} ({rerun})")
+        found.append(
+            f"{name}: the registered spec (recipe, modules, config or points) changed since the "
+            f"sweep ran: {sweep.fingerprint} != {spec_fingerprint(spec)} ({rerun})"
+        )
     return found
 
 
@@ -96,10 +100,12 @@ def all_problems(sweep_dir=SWEEP_DIR):
 def git_commit():
     """HEAD's commit, with '+dirty' when the work tree has changes; None outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -122,21 +128,41 @@ def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR):
                 missing = set(spec.metrics) - set(results)
                 if missing:
                     raise ValueError(f"{name}: run() returned no {sorted(missing)} for {point}, seed {seed}")
-                runs.append({"point": point, "seed": seed, "results": results,
-                             "seconds": round(time.perf_counter() - t0, 3)})
+                runs.append(
+                    {
+                        "point": point,
+                        "seed": seed,
+                        "results": results,
+                        "seconds": round(time.perf_counter() - t0, 3),
+                    }
+                )
                 shown = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
                 print(f"  {point} seed {seed}: {shown}  ({runs[-1]['seconds']:.1f} s)", flush=True)
     finally:
         torch.set_num_threads(threads)
     seed_args = "" if list(seeds) == list(spec.seeds) else " --seeds " + " ".join(map(str, seeds))
     data = {
-        "schema": SCHEMA, "name": name, "title": spec.title, "description": spec.description,
-        "recipe": recipe, "modules": sorted(spec.modules), "config": config, "points": points,
-        "seeds": list(seeds), "metrics": spec.metrics, "runs": runs, "fingerprint": fp,
+        "schema": SCHEMA,
+        "name": name,
+        "title": spec.title,
+        "description": spec.description,
+        "recipe": recipe,
+        "modules": sorted(spec.modules),
+        "config": config,
+        "points": points,
+        "seeds": list(seeds),
+        "metrics": spec.metrics,
+        "runs": runs,
+        "fingerprint": fp,
         "command": f"python benchmarks/sweep.py {name}{seed_args}",
         "wall_seconds": round(time.perf_counter() - start, 1),
-        "machine": {"cpu_count": os.cpu_count(), "torch_threads": 1, "torch": torch.__version__,
-                    "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "torch_threads": 1,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
     }
@@ -145,8 +171,10 @@ def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR):
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     os.replace(tmp, path)
-    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
-          f"({len(runs)} runs, {data['wall_seconds'] / 60:.1f} min)")
+    print(
+        f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
+        f"({len(runs)} runs, {data['wall_seconds'] / 60:.1f} min)"
+    )
     return Sweep(data)
 
 
@@ -155,8 +183,9 @@ def main(argv=None):
     parser.add_argument("name", nargs="?", help="the sweep to run")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the sweep's own, >= 3)")
     parser.add_argument("--list", action="store_true", help="list the registered sweeps and their status")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a committed sweep is stale or missing")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if a committed sweep is stale or missing"
+    )
     args = parser.parse_args(argv)
     sweeps = registered_sweeps()
     if args.list or args.check:
@@ -178,8 +207,10 @@ def main(argv=None):
         parser.error(f"--seeds has duplicates: {seeds}")
     if len(seeds) < 3:
         print(f"warning: {len(seeds)} seed(s); the evidence protocol needs >= 3 for a comparison")
-    print(f"sweep {args.name}: {len(sweeps[args.name].points)} points × {len(seeds)} seeds, "
-          f"torch {torch.__version__}, 1 thread")
+    print(
+        f"sweep {args.name}: {len(sweeps[args.name].points)} points × {len(seeds)} seeds, "
+        f"torch {torch.__version__}, 1 thread"
+    )
     run_sweep(args.name, sweeps[args.name], seeds)
     return 0
 

@@ -204,7 +204,8 @@ def batches(data: dict[str, torch.Tensor], batch_size: int, shuffle: bool = True
     """Endless mini-batches of a dict of equally long tensors (reshuffled every epoch)."""
     n = len(next(iter(data.values())))
     if any(len(v) != n for v in data.values()):
-        raise ValueError(f"all tensors need the same first dim; got {[tuple(v.shape) for v in data.values()]}")
+        raise ValueError(
+            f"all tensors need the same first dim; got {[tuple(v.shape) for v in data.values()]}")
     g = torch.Generator().manual_seed(seed)
     while True:
         order = torch.randperm(n, generator=g) if shuffle else torch.arange(n)
@@ -232,7 +233,8 @@ def split_text(text: str, fractions: Sequence[float] = (0.9, 0.05, 0.05), block:
     """Train / validation / test pieces of a text that are alike (no overlap, no shuffling).
 
     The text is cut into blocks of about `block` characters, each ending at the end of a line
-    (a text with no line end within 2 * `block` characters is cut at `block` characters), and the blocks are dealt out in order so that every piece gets its fraction of every part of
+    (a text with no line end within 2 * `block` characters is cut at `block` characters),
+    and the blocks are dealt out in order so that every piece gets its fraction of every part of
     the text: block i goes to the piece furthest behind its share (f_k * (i + 1) - blocks so far).
     With (0.9, 0.05, 0.05) one block in 20 goes to validation and one to test, spread evenly,
     so the held-out pieces hold the same mix of prose, code and tables as the training piece

@@ -37,8 +37,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import (check_bool, check_dropout, check_int, check_nonlinearity, check_rnn_input,
-                      check_rnn_state, shape_of, split_lstm_state)
+from ._checks import (
+    check_bool,
+    check_dropout,
+    check_int,
+    check_nonlinearity,
+    check_rnn_input,
+    check_rnn_state,
+    shape_of,
+    split_lstm_state,
+)
 
 __all__ = [
     "rnn_step",

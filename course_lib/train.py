@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 def seed_everything(seed: int = 0) -> None:
     """Seed Python's, numpy's and torch's random number generators."""
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 (seeds the global generator that numpy code uses)
     torch.manual_seed(seed)
 
 
@@ -113,7 +113,7 @@ def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], Any]) -> Any:
 
 
 def _cycle(iterable):
-    def next_batch(step, it=[iter(iterable)]):
+    def next_batch(step, it=[iter(iterable)]):  # noqa: B006, B008 (one iterator, kept between calls)
         try:
             return next(it[0])
         except StopIteration:

@@ -73,8 +73,10 @@ def source(cell):
 
 NUM = r"(?<![\w.])(?<![A-Za-z]-)(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)*(?:[eE][-+]?\d+)?(?![\w.]*\d|/)"
 DECIMAL = r"(?<![\w.])(?<![A-Za-z]-)\d+(?:(?:\.\d+)+(?:[eE][-+]?\d+)?|[eE][-+]?\d+)(?!\w)"
-UNITS = (r"ms|µs|μs|ns|s|sec|secs|seconds?|min|mins|minutes?|hours?|bits?|bpc|nats?|K|M|B|k|KB|kB|MB|GB|"
-         r"MiB|GiB|parameters|params")
+UNITS = (
+    r"ms|µs|μs|ns|s|sec|secs|seconds?|min|mins|minutes?|hours?|bits?|bpc|nats?|K|M|B|k|KB|kB|MB|GB|"
+    r"MiB|GiB|parameters|params"
+)
 WORD_NUMBER = r"\w+|\d+(?:\.\d+)?"
 HEDGES = r"about|around|roughly|approximately|nearly|almost"
 COMPARATIVE = r"faster|slower|more|fewer|less|larger|smaller|higher|lower|bigger|longer|shorter|as"
@@ -88,14 +90,30 @@ PATTERNS = [  # (kind, regex); group "t" is the token a marker lists
     ("decimal", rf"(?P<t>{DECIMAL})"),
     ("about", rf"(?:\b(?:{HEDGES})\s+|[~≈]\s?)(?P<t>{NUM})"),
 ]
-CITATION = re.compile(r"(?:\bet al\.?|\b(?!(?:In|By|Since|From|Until|After|Before|Around|On|At|Of|For|The)\b)"
-                      r"[A-Z][A-Za-z'’\-]+)(?:,|\s)\s*\(?(?:19|20)\d\d[a-z]?\b")
+CITATION = re.compile(
+    r"(?:\bet al\.?|\b(?!(?:In|By|Since|From|Until|After|Before|Around|On|At|Of|For|The)\b)"
+    r"[A-Z][A-Za-z'’\-]+)(?:,|\s)\s*\(?(?:19|20)\d\d[a-z]?\b"
+)
 MARKER = re.compile(r"<!--\s*not measured:(.*?)-->", re.DOTALL)
-CODE_DIRECTIVES = {"code", "code-block", "code-cell", "sourcecode", "literalinclude", "math", "raw",
-                   "glue", "glue:any", "glue:figure", "glue:math", "glue:md", "mermaid"}
+CODE_DIRECTIVES = {
+    "code",
+    "code-block",
+    "code-cell",
+    "sourcecode",
+    "literalinclude",
+    "math",
+    "raw",
+    "glue",
+    "glue:any",
+    "glue:figure",
+    "glue:math",
+    "glue:md",
+    "mermaid",
+}
 FENCE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})\s*(\{([^}]*)\})?(.*)$")
-SKIP_LINE = re.compile(r"^\s*(#{1,6}\s|\(.+\)=\s*$|[*_]*(difficulty|importance|time)[*_]*\s*:)",
-                       re.IGNORECASE)
+SKIP_LINE = re.compile(
+    r"^\s*(#{1,6}\s|\(.+\)=\s*$|[*_]*(difficulty|importance|time)[*_]*\s*:)", re.IGNORECASE
+)
 
 
 def prose(markdown):
@@ -104,8 +122,14 @@ def prose(markdown):
     kept, stack, options = [], [], False  # stack of (fence char, length, is_code)
     for line in text.splitlines():
         m = FENCE.match(line)
-        if m and stack and m.group(1)[0] == stack[-1][0] and len(m.group(1)) >= stack[-1][1] \
-                and not m.group(2) and not m.group(4).strip():
+        if (
+            m
+            and stack
+            and m.group(1)[0] == stack[-1][0]
+            and len(m.group(1)) >= stack[-1][1]
+            and not m.group(2)
+            and not m.group(4).strip()
+        ):
             stack.pop()  # a closing fence
             continue
         if stack and stack[-1][2]:
@@ -140,10 +164,10 @@ def sentences(text):
         block = " ".join(block.split())
         start = 0
         for m in re.finditer(r"[.!?]\s+(?=[A-Z*_\"“])", block):
-            before = block[:m.start() + 1]
+            before = block[: m.start() + 1]
             if re.search(r"(\bet al|\be\.g|\bi\.e|\bvs|\bcf|\bFig|\bEq|\b[A-Z])\.$", before):
                 continue
-            out.append(block[start:m.end()])
+            out.append(block[start : m.end()])
             start = m.end()
         out.append(block[start:])
     return [s for s in out if s.strip()]
@@ -158,14 +182,18 @@ def _hits_in(sentence):
             if any(a < span[1] and span[0] < b for a, b in taken):
                 continue  # one hit per number
             taken.append(span)
-            found.append((span[0], kind, m.group(group), sentence[max(0, span[0] - 40):span[1] + 40]))
+            found.append((span[0], kind, m.group(group), sentence[max(0, span[0] - 40) : span[1] + 40]))
     return [hit[1:] for hit in sorted(found)]  # in reading order
 
 
 def typed_numbers(markdown, cell=0):
     """Hits in one markdown cell, after its marker's exemptions; a stale marker item is a hit."""
-    listed = [item.strip() for m in MARKER.finditer(markdown)
-              for item in re.sub(r"\(.*?\)", "", m.group(1), flags=re.DOTALL).split(",") if item.strip()]
+    listed = [
+        item.strip()
+        for m in MARKER.finditer(markdown)
+        for item in re.sub(r"\(.*?\)", "", m.group(1), flags=re.DOTALL).split(",")
+        if item.strip()
+    ]
     hits, used = [], set()
     for sentence in sentences(prose(markdown)):
         if CITATION.search(sentence):
@@ -175,14 +203,21 @@ def typed_numbers(markdown, cell=0):
                 used.add(token)
             else:
                 hits.append(Hit(cell, kind, token, context))
-    hits += [Hit(cell, "stale-marker", item, "listed in <!-- not measured: … --> but not found in the cell")
-             for item in listed if item not in used]
+    hits += [
+        Hit(cell, "stale-marker", item, "listed in <!-- not measured: … --> but not found in the cell")
+        for item in listed
+        if item not in used
+    ]
     return hits
 
 
 def notebook_typed_numbers(path):
-    return [h for i, c in enumerate(cells(path)) if c["cell_type"] == "markdown"
-            for h in typed_numbers(source(c), i)]
+    return [
+        h
+        for i, c in enumerate(cells(path))
+        if c["cell_type"] == "markdown"
+        for h in typed_numbers(source(c), i)
+    ]
 
 
 GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
@@ -199,16 +234,36 @@ def glue_references(markdown):
 
 def glued_keys(path):
     """Keys glued in a notebook's stored outputs (myst-nb's `scrapbook` output metadata)."""
-    return {o["metadata"]["scrapbook"]["name"] for c in cells(path) if c["cell_type"] == "code"
-            for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
+    return {
+        o["metadata"]["scrapbook"]["name"]
+        for c in cells(path)
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if "scrapbook" in o.get("metadata", {})
+    }
 
 
 # ---------------------------------------------------------------------------
 # Printed booleans and silent asserts in code cells
 # ---------------------------------------------------------------------------
 
-BOOL_CALLS = {"allclose", "equal", "array_equal", "array_equiv", "isclose", "all", "any", "bool",
-              "isinstance", "issubclass", "isnan", "isinf", "isfinite", "is_tensor", "hasattr"}
+BOOL_CALLS = {
+    "allclose",
+    "equal",
+    "array_equal",
+    "array_equiv",
+    "isclose",
+    "all",
+    "any",
+    "bool",
+    "isinstance",
+    "issubclass",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "is_tensor",
+    "hasattr",
+}
 
 
 def parse(code):
@@ -222,8 +277,9 @@ def is_boolean(node):
     or one of these inside an f-string, str()/repr(), .format(), string + or %, or a tuple."""
     if isinstance(node, ast.Constant):
         return isinstance(node.value, bool)
-    if isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp)
-                                                       and isinstance(node.op, ast.Not)):
+    if isinstance(node, (ast.Compare, ast.BoolOp)) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    ):
         return True
     if isinstance(node, ast.JoinedStr):
         return any(is_boolean(v.value) for v in node.values if isinstance(v, ast.FormattedValue))
@@ -255,12 +311,14 @@ def printed_booleans(code):
 
 def runs_assert(code):
     """True if the cell itself runs an assert (one inside a def, lambda or class does not count)."""
+
     def visit(node):
         if isinstance(node, ast.Assert):
             return True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             return False
         return any(visit(child) for child in ast.iter_child_nodes(node))
+
     return visit(parse(code))
 
 
@@ -288,7 +346,9 @@ def notebook_print_hits(path):
         if c["cell_type"] != "code" or "raises-exception" in c.get("metadata", {}).get("tags", []):
             continue
         code = source(c)
-        hits += [Hit(i, "print-bool", f"line {line}", snippet[:100]) for line, snippet in printed_booleans(code)]
+        hits += [
+            Hit(i, "print-bool", f"line {line}", snippet[:100]) for line, snippet in printed_booleans(code)
+        ]
         if runs_assert(code) and not shows_a_number(c.get("outputs", [])):
             first = next(line for line in code.splitlines() if "assert" in line).strip()
             hits.append(Hit(i, "silent-assert", "no values printed", first[:100]))

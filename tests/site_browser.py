@@ -17,9 +17,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync",
-                 "--disable-quic", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
 SKIP_PAGES = {"genindex.html"}
 
 
@@ -88,6 +95,7 @@ class PageVisit:
             else:
                 self.external.append(url)
                 route.abort()
+
         return handle
 
     def close(self):

@@ -36,8 +36,9 @@ def test_there_are_chapters():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_exercise_is_labelled_with_stepped_hints(path):
-    problems = {f"{ex.label or ex.title} (cell {ex.statement})": ex.problems()
-                for ex in read_exercises(read(path))}
+    problems = {
+        f"{ex.label or ex.title} (cell {ex.statement})": ex.problems() for ex in read_exercises(read(path))
+    }
     problems = {k: v for k, v in problems.items() if v}
     assert not problems, "\n".join(f"{k}: {'; '.join(v)}" for k, v in problems.items())
 
@@ -47,7 +48,9 @@ def test_no_exercise_is_answered_by_its_page(path):
     leaks = [leak for leak in solution_leaks(read(path)) if leak.fraction >= LEAK_LIMIT]
     assert not leaks, "\n".join(
         f"{leak.label}: {len(leak.found)} of {len(leak.lines)} substantial solution lines appear "
-        f"elsewhere on the page: {leak.found}" for leak in leaks)
+        f"elsewhere on the page: {leak.found}"
+        for leak in leaks
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -56,7 +59,8 @@ def test_three_exercises_and_a_prediction_per_chapter(path):
     kinds = {REGISTRY[name].kind for ex in exercises for name in ex.check_names if name in REGISTRY}
     assert len(exercises) >= 3 and "prediction" in kinds, (
         f"{len(exercises)} exercises (at least 3), check kinds {sorted(kinds)} (one must be a "
-        "prediction: a Prediction record)")
+        "prediction: a Prediction record)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

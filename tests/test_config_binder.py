@@ -35,8 +35,11 @@ def _canon(name: str) -> str:
 
 
 def _lines(path: Path) -> list[str]:
-    return [ln.split(" #", 1)[0].strip() for ln in path.read_text().splitlines()
-            if ln.strip() and not ln.lstrip().startswith("#")]
+    return [
+        ln.split(" #", 1)[0].strip()
+        for ln in path.read_text().splitlines()
+        if ln.strip() and not ln.lstrip().startswith("#")
+    ]
 
 
 def _binder():
@@ -54,8 +57,10 @@ def _binder():
 
 
 def _root_pins() -> dict[str, str]:
-    return {_canon(name): version for name, version in
-            (ln.split("==", 1) for ln in _lines(ROOT / "requirements.txt") if "==" in ln)}
+    return {
+        _canon(name): version
+        for name, version in (ln.split("==", 1) for ln in _lines(ROOT / "requirements.txt") if "==" in ln)
+    }
 
 
 def _pinned(req: Requirement) -> str | None:
@@ -81,8 +86,9 @@ def test_every_pin_is_the_root_lock_version():
             continue
         assert version, f"{req}: pin it (==), at the version of the root requirements.txt"
         assert name in root, f"{name} is in binder/requirements.txt but not in the root lock"
-        assert Version(version).public == root[name], \
+        assert Version(version).public == root[name], (
             f"{name}: binder pins {version}, the root requirements.txt {root[name]}"
+        )
 
 
 def test_torch_is_the_cpu_only_build():
@@ -90,8 +96,9 @@ def test_torch_is_the_cpu_only_build():
     torch_version = Version(_pinned(reqs["torch"]))
     assert torch_version.local == "cpu", "pin torch==X.Y.Z+cpu: PyPI's torch is a CUDA build"
     assert f"--extra-index-url {CPU_INDEX}" in options
-    assert not any(o.startswith(("--index-url", "-i ")) for o in options), \
+    assert not any(o.startswith(("--index-url", "-i ")) for o in options), (
         "keep PyPI as the main index: only torch comes from PyTorch's"
+    )
 
 
 def test_learner_packages_and_course_lib_nothing_else():
@@ -136,13 +143,26 @@ def test_binder_requirements_resolve_in_a_fresh_venv(tmp_path):
         requirements.write_text(text)
     report = tmp_path / "report.json"
     run = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--quiet",
-         "--report", str(report), "-r", str(requirements)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--report",
+            str(report),
+            "-r",
+            str(requirements),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    installed = {_canon(item["metadata"]["name"]): item for item in
-                 json.loads(report.read_text())["install"]}
+    installed = {_canon(item["metadata"]["name"]): item for item in json.loads(report.read_text())["install"]}
     assert installed["torch"]["metadata"]["version"] == "2.13.0+cpu"
     assert not [n for n in installed if n.startswith("nvidia-")], "a CUDA dependency crept in"
     course_lib = installed["course-lib"]["download_info"]["url"]

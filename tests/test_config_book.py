@@ -45,8 +45,9 @@ def test_first_cell_installs_course_lib_on_colab_from_the_configured_repository(
     assert first.cell_type == "code" and "colab-setup" in first.metadata.get("tags", [])
     assert 'if "google.colab" in sys.modules:' in first.source
     urls = re.findall(r"git\+(\S+?)@(\w[\w.-]*)", first.source)
-    assert urls == [(repo, branch)], \
+    assert urls == [(repo, branch)], (
         f"{path.name}: set-up cell installs from {urls}, _config.yml says {repo}@{branch}"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -65,11 +66,20 @@ def test_widget_scripts_are_served_by_the_site():
 
 
 def test_environment_pins():
-    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().split()
-                if "==" in line)
+    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().split() if "==" in line)
     assert pins["torch"] == "2.13.0"
     assert pins["jupyter-book"] == "1.0.4.post1"
-    for name in ["nbval", "ipywidgets", "anywidget", "playwright", "sphinx-exercise",
-                 "sphinx-mathjax-offline", "tqdm", "matplotlib", "numpy", "pytest"]:
+    for name in [
+        "nbval",
+        "ipywidgets",
+        "anywidget",
+        "playwright",
+        "sphinx-exercise",
+        "sphinx-mathjax-offline",
+        "tqdm",
+        "matplotlib",
+        "numpy",
+        "pytest",
+    ]:
         assert name in pins, f"{name} is not pinned in requirements.txt"
     assert pins["ipywidgets"].startswith("8.")

@@ -51,7 +51,7 @@ def setup_cell(path: Path) -> str:
 # ---- outside Colab --------------------------------------------------------------------------
 # Runs in a fresh interpreter: an IPython shell whose %pip / %conda magics and shell escapes
 # only record their arguments.
-RECORDING_SHELL = r'''
+RECORDING_SHELL = r"""
 import json, sys, types
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -76,13 +76,19 @@ sys.modules["google"] = types.ModuleType("google")
 sys.modules["google.colab"] = types.ModuleType("google.colab")
 on_colab = run()
 print(json.dumps({"elsewhere": elsewhere, "on_colab": on_colab}))
-'''
+"""
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_setup_cell_does_nothing_outside_colab(path):
-    run = subprocess.run([sys.executable, "-c", RECORDING_SHELL], input=setup_cell(path),
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", RECORDING_SHELL],
+        input=setup_cell(path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout.strip().splitlines()[-1])
     elsewhere, on_colab = result["elsewhere"], result["on_colab"]
@@ -139,7 +145,7 @@ def chapter_cells_through_parity_check(path: Path) -> list[str]:
     cells = [c.source for c in nbformat.read(path, as_version=4).cells[1:] if c.cell_type == "code"]
     end = next((i for i, source in enumerate(cells) if PARITY_CALL in source), None)
     assert end is not None, f"{path.name}: no cell calls {PARITY_CALL}"
-    return cells[:end + 1]
+    return cells[: end + 1]
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +175,12 @@ def test_setup_cell_installs_course_lib_on_simulated_colab(tmp_path, clone):
         _missing_or_fail(f"cannot create a venv: {made.stderr.strip()[-300:]}")
     python = str(venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
-    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_CONSTRAINT=str(ROOT / "requirements.txt"),
-               PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", MPLBACKEND="Agg")
+    env.update(
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_CONSTRAINT=str(ROOT / "requirements.txt"),
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        MPLBACKEND="Agg",
+    )
     _run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], env=env)
     _run([python, "-m", "pip", "install", "--quiet", "torch==2.13.0", "ipython"], env=env)
 
@@ -195,8 +205,7 @@ def test_setup_cell_installs_course_lib_on_simulated_colab(tmp_path, clone):
     #    course_lib` cannot find the working tree).
     workdir = tmp_path / "content"  # Colab's working directory is /content
     workdir.mkdir()
-    run = _run([python, str(tmp_path / "session.py"), str(tmp_path / "cells.json")],
-               cwd=workdir, env=env)
+    run = _run([python, str(tmp_path / "session.py"), str(tmp_path / "cells.json")], cwd=workdir, env=env)
     out = run.stdout
     report = json.loads(re.search(r"^@@ report (.*)$", out, re.M).group(1))
     assert report["cells"] == [True] * len(cells), f"a cell failed:\n{out[-4000:]}"

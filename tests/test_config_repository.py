@@ -21,12 +21,12 @@ RUFF = Path(sys.executable).parent / "ruff"
 
 
 def _pins() -> dict[str, str]:
-    return dict(line.split("==", 1) for line in (ROOT / "requirements.txt").read_text().split()
-                if "==" in line)
+    return dict(
+        line.split("==", 1) for line in (ROOT / "requirements.txt").read_text().split() if "==" in line
+    )
 
 
-@pytest.mark.parametrize("command", [["check", "."], ["format", "--check", "."]],
-                         ids=["check", "format"])
+@pytest.mark.parametrize("command", [["check", "."], ["format", "--check", "."]], ids=["check", "format"])
 def test_ruff_is_clean(command):
     assert RUFF.exists(), f"{RUFF} is missing: ruff is pinned in requirements.txt"
     run = subprocess.run([str(RUFF), *command], cwd=ROOT, capture_output=True, text=True)
@@ -87,8 +87,10 @@ def test_every_import_of_course_lib_is_a_declared_dependency():
     """A dependency or an extra's (myst-nb is the book build's, under extra "book"; nbgrader the
     instructors', under "grading"; course_lib works without either)."""
     extras = PYPROJECT["project"].get("optional-dependencies", {})
-    declared = {_canon(re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0])
-                for dep in [*PYPROJECT["project"]["dependencies"], *sum(extras.values(), [])]}
+    declared = {
+        _canon(re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0])
+        for dep in [*PYPROJECT["project"]["dependencies"], *(dep for deps in extras.values() for dep in deps)]
+    }
     distributions = importlib.metadata.packages_distributions()
     imports = _third_party_imports()
     assert {"torch", "numpy", "nbformat", "yaml"} <= set(imports)
@@ -108,6 +110,7 @@ def test_every_name_in_the_list_of_slow_tests_exists():
         path = ROOT / "tests" / filename
         if not path.exists():
             continue  # a file of another branch; checked where it exists
-        defined = {node.name for node in ast.walk(ast.parse(path.read_text()))
-                   if isinstance(node, ast.FunctionDef)}
+        defined = {
+            node.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)
+        }
         assert names <= defined, f"{filename}: no test or fixture named {sorted(names - defined)}"

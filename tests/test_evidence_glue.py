@@ -27,9 +27,11 @@ glue("ratio", torch.tensor(3.2))
 glue("steps", 400)
 glue("name", "LSTM")
 """
-PROSE = ("The model reaches {glue:text}`bpc:.2f` bits per character, {glue:text}`ratio:.1f`× faster, "
-         "after {glue:text}`steps` steps; the winner is {glue:text}`name`.\n\n"
-         "With gain 0.9 <!-- not measured: 0.9 (the gain set in the code) --> it vanishes.")
+PROSE = (
+    "The model reaches {glue:text}`bpc:.2f` bits per character, {glue:text}`ratio:.1f`× faster, "
+    "after {glue:text}`steps` steps; the winner is {glue:text}`name`.\n\n"
+    "With gain 0.9 <!-- not measured: 0.9 (the gain set in the code) --> it vanishes."
+)
 
 
 def run_notebook(cells, path, block_myst_nb=False):
@@ -37,16 +39,28 @@ def run_notebook(cells, path, block_myst_nb=False):
     nb = nbformat.v4.new_notebook()
     if block_myst_nb:  # as on Colab: `import myst_nb` fails
         cells = [("code", "import sys\nsys.modules['myst_nb'] = None")] + cells
-    nb.cells = [nbformat.v4.new_code_cell(src) if kind == "code" else nbformat.v4.new_markdown_cell(src)
-                for kind, src in cells]
+    nb.cells = [
+        nbformat.v4.new_code_cell(src) if kind == "code" else nbformat.v4.new_markdown_cell(src)
+        for kind, src in cells
+    ]
     os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(path)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path)}}
+    ).execute()
     return nb
 
 
-@pytest.mark.parametrize("value, expected", [(np.float64(2.5), 2.5), (np.int64(3), 3), (torch.tensor(1.5), 1.5),
-                                             (np.array(0.25), 0.25), (7, 7), ("3.2×", "3.2×")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (np.float64(2.5), 2.5),
+        (np.int64(3), 3),
+        (torch.tensor(1.5), 1.5),
+        (np.array(0.25), 0.25),
+        (7, 7),
+        ("3.2×", "3.2×"),
+    ],
+)
 def test_glue_hands_myst_nb_a_plain_python_value(value, expected, monkeypatch):
     import myst_nb
 
@@ -56,11 +70,17 @@ def test_glue_hands_myst_nb_a_plain_python_value(value, expected, monkeypatch):
     assert seen == [("x", expected, False)] and type(seen[0][1]) is type(expected)
 
 
-@pytest.mark.parametrize("name, value, error, words", [
-    ("x", True, TypeError, "number or a string, got bool"), ("x", [1.0, 2.0], TypeError, "got list"),
-    ("x", float("nan"), ValueError, "NaN"), ("", 1.0, ValueError, "name"),
-    ("x", torch.tensor([1.0, 2.0]), ValueError, r"one number, got shape \(2,\)"),
-    ("x", np.zeros((1, 1)), ValueError, r"shape \(1, 1\)")])
+@pytest.mark.parametrize(
+    "name, value, error, words",
+    [
+        ("x", True, TypeError, "number or a string, got bool"),
+        ("x", [1.0, 2.0], TypeError, "got list"),
+        ("x", float("nan"), ValueError, "NaN"),
+        ("", 1.0, ValueError, "name"),
+        ("x", torch.tensor([1.0, 2.0]), ValueError, r"one number, got shape \(2,\)"),
+        ("x", np.zeros((1, 1)), ValueError, r"shape \(1, 1\)"),
+    ],
+)
 def test_glue_rejects_what_the_prose_cannot_show(name, value, error, words):
     with pytest.raises(error, match=words):
         glue(name, value)
@@ -87,22 +107,35 @@ def test_glue_text_roles_render_the_numbers_in_a_real_book(tmp_path):
     course_lib.evidence.glue and whose prose uses {glue:text} roles with format specs."""
     book = tmp_path / "book"
     book.mkdir()
-    (book / "_config.yml").write_text("title: glue test\nexecute:\n  execute_notebooks: force\n"
-                                      "  allow_errors: false\nonly_build_toc_files: true\n")
+    (book / "_config.yml").write_text(
+        "title: glue test\nexecute:\n  execute_notebooks: force\n"
+        "  allow_errors: false\nonly_build_toc_files: true\n"
+    )
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_markdown_cell("# Glue\n"), nbformat.v4.new_code_cell(GLUE_CELL),
-                nbformat.v4.new_markdown_cell(PROSE)]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Glue\n"),
+        nbformat.v4.new_code_cell(GLUE_CELL),
+        nbformat.v4.new_markdown_cell(PROSE),
+    ]
     nbformat.write(nb, book / "page.ipynb")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", "-W", str(book)],
-                            capture_output=True, text=True, env=env, timeout=300, check=False)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", "-W", str(book)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     html = (book / "_build" / "html" / "page.html").read_text()
     text = re.sub(r"<[^>]+>", "", html)
-    assert ("The model reaches 2.13 bits per character, 3.2× faster, after 400 steps; the winner is LSTM."
-            in " ".join(text.split()))
+    assert (
+        "The model reaches 2.13 bits per character, 3.2× faster, after 400 steps; the winner is LSTM."
+        in " ".join(text.split())
+    )
     assert 'class="cell_output' not in html and "papermill" not in html  # the glue cell itself shows nothing
     visible = re.sub(r"<[^>]+>", "", re.sub(r"<!--.*?-->", "", html, flags=re.DOTALL))
     assert "With gain 0.9 it vanishes." in " ".join(visible.split()) and "not measured" not in visible

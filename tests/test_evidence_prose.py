@@ -8,65 +8,78 @@ from evidence_scan import CHAPTERS, notebook_typed_numbers, prose, sentences, ty
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_no_typed_numbers_in_the_prose(notebook):
     hits = notebook_typed_numbers(notebook)
-    assert not hits, (f"{len(hits)} measured-looking number(s) typed in {notebook.name}: glue them "
-                      f"({{glue:text}}`key:.2f`), write exact values as math, cite the source in the same "
-                      f"sentence, or list deliberate ones in <!-- not measured: ... --> (CONTRIBUTING.md, "
-                      f"'The evidence protocol'):\n" + "\n".join(map(str, hits)))
+    assert not hits, (
+        f"{len(hits)} measured-looking number(s) typed in {notebook.name}: glue them "
+        f"({{glue:text}}`key:.2f`), write exact values as math, cite the source in the same "
+        f"sentence, or list deliberate ones in <!-- not measured: ... --> (CONTRIBUTING.md, "
+        f"'The evidence protocol'):\n" + "\n".join(map(str, hits))
+    )
 
 
 def kinds(markdown):
     return [(h.kind, h.token) for h in typed_numbers(markdown)]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("The LSTM reaches 2.13 bits per character.", [("unit", "2.13")]),
-    ("A loss stuck at 0.167 means no memory.", [("decimal", "0.167")]),
-    ("Exact match falls from 100 % to 72 %.", [("percent", "100"), ("percent", "72")]),
-    ("It is 3.2× faster, and 4x cheaper.", [("factor", "3.2"), ("factor", "4")]),
-    ("This is about twice as fast as the loop.", [("factor", "twice as")]),
-    ("It runs three times faster.", [("factor", "three times faster")]),
-    ("The loss falls by two orders of magnitude.", [("factor", "two orders of magnitude")]),
-    ("From about 8 characters on, copies vanish.", [("about", "8")]),
-    ("The weight is ≈ 1 on the diagonal.", [("about", "1")]),
-    ("Each model trains for 4 s; a step takes 27 ms.", [("unit", "4"), ("unit", "27")]),
-    ("Both have 84.6 K and 99.7 K parameters.", [("unit", "84.6"), ("unit", "99.7")]),
-    ("It holds 19 bits.", [("unit", "19")]),
-    ("We use PyTorch 2.13.0 here.", [("decimal", "2.13.0")]),
-    ("A learning rate of 1e-3 works.", [("decimal", "1e-3")]),
-    ("It did not change in any of our runs.", [("unshown", "our runs")]),
-    ("The same held in five seeds while preparing this chapter.", [("unshown", "while preparing this chapter")]),
-    ("Its time grows by roughly $16\\times$ where the others grow by about $4\\times$.",
-     [("factor", "16"), ("factor", "4")]),
-    ("It explodes (about $10^{11}$ after 100 steps).", [("about", "10")]),
-    ("| model | bpc |\n|---|---|\n| LSTM | 2.34 |", [("decimal", "2.34")]),
-    ("```{note}\nThe note says 0.5.\n```", [("decimal", "0.5")]),  # directive content is prose
-    ("- first item 0.25\n- second item", [("decimal", "0.25")]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The LSTM reaches 2.13 bits per character.", [("unit", "2.13")]),
+        ("A loss stuck at 0.167 means no memory.", [("decimal", "0.167")]),
+        ("Exact match falls from 100 % to 72 %.", [("percent", "100"), ("percent", "72")]),
+        ("It is 3.2× faster, and 4x cheaper.", [("factor", "3.2"), ("factor", "4")]),
+        ("This is about twice as fast as the loop.", [("factor", "twice as")]),
+        ("It runs three times faster.", [("factor", "three times faster")]),
+        ("The loss falls by two orders of magnitude.", [("factor", "two orders of magnitude")]),
+        ("From about 8 characters on, copies vanish.", [("about", "8")]),
+        ("The weight is ≈ 1 on the diagonal.", [("about", "1")]),
+        ("Each model trains for 4 s; a step takes 27 ms.", [("unit", "4"), ("unit", "27")]),
+        ("Both have 84.6 K and 99.7 K parameters.", [("unit", "84.6"), ("unit", "99.7")]),
+        ("It holds 19 bits.", [("unit", "19")]),
+        ("We use PyTorch 2.13.0 here.", [("decimal", "2.13.0")]),
+        ("A learning rate of 1e-3 works.", [("decimal", "1e-3")]),
+        ("It did not change in any of our runs.", [("unshown", "our runs")]),
+        (
+            "The same held in five seeds while preparing this chapter.",
+            [("unshown", "while preparing this chapter")],
+        ),
+        (
+            "Its time grows by roughly $16\\times$ where the others grow by about $4\\times$.",
+            [("factor", "16"), ("factor", "4")],
+        ),
+        ("It explodes (about $10^{11}$ after 100 steps).", [("about", "10")]),
+        ("| model | bpc |\n|---|---|\n| LSTM | 2.34 |", [("decimal", "2.34")]),
+        ("```{note}\nThe note says 0.5.\n```", [("decimal", "0.5")]),  # directive content is prose
+        ("- first item 0.25\n- second item", [("decimal", "0.25")]),
+    ],
+)
 def test_measured_looking_numbers_are_flagged(text, expected):
     assert kinds(text) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "We train for 600 steps of 64 sequences on 2000 test sequences with 10 input formats.",
-    "Chapter 5 shows it; see cell 12 and layer 2, position 4, 3 heads, seeds 0, 1 and 2.",
-    "The variance is $\\tfrac16 \\approx 0.167$ and $0.9^{100} \\approx 3\\cdot10^{-5}$.",
-    "$$\nh_t = 0.5 \\tanh(x)\n$$",
-    "Call `torch.manual_seed(0.5)` or read {glue:text}`bpc:.2f` bits, {numref}`fig-3.2`.",
-    "```python\nlr = 0.01\n```",
-    "```{code-cell} python\nx = 2.5\n```",
-    "## Results at 2.5 bpc\n(sec-2.5)=",
-    "```{exercise} Scaled scores\n:label: ex-2.5\n\nWrite it.\n```",
-    "**Time**: 15 min · **Difficulty**: 2.5 stars",
-    "Transformers reach 28.4 BLEU (Vaswani et al., 2017).",
-    "RoPE barely extrapolates without interpolation (Press et al. 2022; Chen et al., 2023): 0.5 at best.",
-    "Hochreiter & Schmidhuber, 1997, used values in [-1, 1] and a target 0.5 + (X1+X2)/4.",
-    "The matrix is 64×64, or n×n, or 4 × d, or 3 × $d$.",
-    "A head that attends uniformly puts about 1/S on the previous token.",
-    "Dates like 2045-02-20 and 01/06/28, models like GPT-2 and T5, float32 and W1.",
-    "<img src='fig.png' width='0.5'> and [a link](https://example.org/v1.5/page).",
-    "Gain 0.9 falls fast. <!-- not measured: 0.9 (the gain set in the code) -->",
-    "It is twice as fast. <!-- not measured: twice as (a property of the algorithm: two loops, one) -->",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We train for 600 steps of 64 sequences on 2000 test sequences with 10 input formats.",
+        "Chapter 5 shows it; see cell 12 and layer 2, position 4, 3 heads, seeds 0, 1 and 2.",
+        "The variance is $\\tfrac16 \\approx 0.167$ and $0.9^{100} \\approx 3\\cdot10^{-5}$.",
+        "$$\nh_t = 0.5 \\tanh(x)\n$$",
+        "Call `torch.manual_seed(0.5)` or read {glue:text}`bpc:.2f` bits, {numref}`fig-3.2`.",
+        "```python\nlr = 0.01\n```",
+        "```{code-cell} python\nx = 2.5\n```",
+        "## Results at 2.5 bpc\n(sec-2.5)=",
+        "```{exercise} Scaled scores\n:label: ex-2.5\n\nWrite it.\n```",
+        "**Time**: 15 min · **Difficulty**: 2.5 stars",
+        "Transformers reach 28.4 BLEU (Vaswani et al., 2017).",
+        "RoPE barely extrapolates without interpolation (Press et al. 2022; Chen et al., 2023): 0.5 at best.",
+        "Hochreiter & Schmidhuber, 1997, used values in [-1, 1] and a target 0.5 + (X1+X2)/4.",
+        "The matrix is 64×64, or n×n, or 4 × d, or 3 × $d$.",
+        "A head that attends uniformly puts about 1/S on the previous token.",
+        "Dates like 2045-02-20 and 01/06/28, models like GPT-2 and T5, float32 and W1.",
+        "<img src='fig.png' width='0.5'> and [a link](https://example.org/v1.5/page).",
+        "Gain 0.9 falls fast. <!-- not measured: 0.9 (the gain set in the code) -->",
+        "It is twice as fast. <!-- not measured: twice as (a property of the algorithm: two loops, one) -->",
+    ],
+)
 def test_definitions_maths_code_and_cited_numbers_are_not_flagged(text):
     assert kinds(text) == []
 
@@ -89,5 +102,9 @@ def test_prose_keeps_directive_content_and_drops_code_and_maths():
 
 def test_sentences_do_not_split_at_et_al_or_decimals():
     text = "Press et al. 2022 found 0.5 here. Next one.\n\n- item one\n- item two"
-    assert sentences(prose(text)) == ["Press et al. 2022 found 0.5 here. ", "Next one.", "- item one",
-                                      "- item two"]
+    assert sentences(prose(text)) == [
+        "Press et al. 2022 found 0.5 here. ",
+        "Next one.",
+        "- item one",
+        "- item two",
+    ]

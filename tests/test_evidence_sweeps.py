@@ -14,10 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import sweep as runner  # benchmarks/sweep.py
-from common import SweepSpec, markdown_table, record, sweep_records
+import sweep as runner  # noqa: E402 (benchmarks/sweep.py, after the sys.path line)
+from common import SweepSpec, markdown_table, record, sweep_records  # noqa: E402
 
-from course_lib.evidence import SCHEMA, committed_sweeps, load_sweep, read_sweep
+from course_lib.evidence import SCHEMA, committed_sweeps, load_sweep, read_sweep  # noqa: E402
 
 
 def test_every_committed_and_registered_sweep_is_fresh():
@@ -65,10 +65,16 @@ def toy(tmp_path, monkeypatch):
     path.write_text(RECIPE)
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module(name)
-    spec = SweepSpec(title="Toy", run=module.run, points=[{"steps": 10}, {"steps": 100}], config={"lr": 0.1},
-                     recipe=[f"{name}:train_toy"], modules=[],
-                     metrics={"error": {"unit": "fraction", "higher_is_better": False}},
-                     records=[("error", "toy_error/{steps}")])
+    spec = SweepSpec(
+        title="Toy",
+        run=module.run,
+        points=[{"steps": 10}, {"steps": 100}],
+        config={"lr": 0.1},
+        recipe=[f"{name}:train_toy"],
+        modules=[],
+        metrics={"error": {"unit": "fraction", "higher_is_better": False}},
+        records=[("error", "toy_error/{steps}")],
+    )
     out = tmp_path / "sweeps"
     yield spec, path, out
     sys.modules.pop(name, None)
@@ -92,8 +98,10 @@ def test_runner_writes_every_field_of_the_schema(toy, capsys):
 
 def test_other_seeds_go_into_the_command(toy):
     spec, _, out = toy
-    assert runner.run_sweep("toy", spec, [3, 4, 5], out_dir=out).command == \
-        "python benchmarks/sweep.py toy --seeds 3 4 5"
+    assert (
+        runner.run_sweep("toy", spec, [3, 4, 5], out_dir=out).command
+        == "python benchmarks/sweep.py toy --seeds 3 4 5"
+    )
 
 
 def test_a_changed_recipe_makes_the_committed_sweep_stale(toy):
@@ -114,7 +122,10 @@ def test_a_changed_run_function_or_spec_makes_it_stale(toy):
     assert "the code changed" in runner.problems("toy", spec, out)[0]
     path.write_text(RECIPE)
     spec.config = {"lr": 0.2}
-    assert "the registered spec (recipe, modules, config or points) changed" in runner.problems("toy", spec, out)[0]
+    assert (
+        "the registered spec (recipe, modules, config or points) changed"
+        in runner.problems("toy", spec, out)[0]
+    )
     spec.config = {"lr": 0.1}
     spec.points = spec.points + [{"steps": 1000}]
     assert "changed since the sweep ran" in runner.problems("toy", spec, out)[0]
@@ -143,17 +154,29 @@ def test_sweep_records_carry_mean_and_spread_for_results_json(toy):
     assert [r["name"] for r in records] == ["toy_error/10", "toy_error/100"]
     r = records[1]
     assert r["value"] == pytest.approx(sum(sweep.values("error", steps=100)) / 3)
-    assert (r["min"], r["max"], r["n"], r["sweep"], r["unit"]) == (1 / 11, pytest.approx(1 / 11 + 0.004), 3, "toy", "fraction")
+    assert (r["min"], r["max"], r["n"], r["sweep"], r["unit"]) == (
+        1 / 11,
+        pytest.approx(1 / 11 + 0.004),
+        3,
+        "toy",
+        "fraction",
+    )
     assert {"name", "value", "unit", "baseline", "ratio"} <= set(r)  # the old record format, extended
     table = markdown_table(records)
-    assert "| spread over seeds |" in table and "| toy_error/100 | 0.0929 | fraction |  |  | ± 0.002 [0.0909, 0.0949], n=3 |" in table
+    assert (
+        "| spread over seeds |" in table
+        and "| toy_error/100 | 0.0929 | fraction |  |  | ± 0.002 [0.0909, 0.0949], n=3 |" in table
+    )
     assert ", n=3 |" in table
 
 
 def test_tables_without_sweeps_keep_their_format():
     table = markdown_table([record("x_ms", 31.46, "ms", baseline=29.5)])
-    assert table.splitlines() == ["| name | value | unit | baseline | ratio |", "|---|---:|---|---:|---:|",
-                                  "| x_ms | 31.5 | ms | 29.5 | 1.07 |"]
+    assert table.splitlines() == [
+        "| name | value | unit | baseline | ratio |",
+        "|---|---:|---|---:|---:|",
+        "| x_ms | 31.5 | ms | 29.5 | 1.07 |",
+    ]
 
 
 def test_run_py_lists_a_committed_sweep_section(monkeypatch, toy):
@@ -183,6 +206,7 @@ def test_runner_command_line_rejects_bad_requests(capsys):
 
 # --- package data: sweeps reach a pip-installed course_lib (Colab) ---------------
 
+
 @pytest.mark.slow
 def test_sweeps_ship_in_the_wheel_and_load_from_it(tmp_path):
     """Build the wheel from a copy of the project with one sweep in it, then load that sweep
@@ -191,22 +215,56 @@ def test_sweeps_ship_in_the_wheel_and_load_from_it(tmp_path):
     shutil.copytree(ROOT / "course_lib", src / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ["pyproject.toml", "README.md"]:
         shutil.copy(ROOT / name, src / name)
-    data = {"schema": SCHEMA, "name": "shipped", "title": "t", "recipe": [], "modules": [], "config": {},
-            "points": [{"k": 1}], "seeds": [0, 1, 2], "metrics": {"m": {}}, "fingerprint": "", "command": "",
-            "wall_seconds": 0, "machine": {}, "date": "",
-            "runs": [{"point": {"k": 1}, "seed": s, "results": {"m": 0.5 + s}, "seconds": 0} for s in range(3)]}
+    data = {
+        "schema": SCHEMA,
+        "name": "shipped",
+        "title": "t",
+        "recipe": [],
+        "modules": [],
+        "config": {},
+        "points": [{"k": 1}],
+        "seeds": [0, 1, 2],
+        "metrics": {"m": {}},
+        "fingerprint": "",
+        "command": "",
+        "wall_seconds": 0,
+        "machine": {},
+        "date": "",
+        "runs": [{"point": {"k": 1}, "seed": s, "results": {"m": 0.5 + s}, "seconds": 0} for s in range(3)],
+    }
     (src / "course_lib" / "sweeps").mkdir(exist_ok=True)
     (src / "course_lib" / "sweeps" / "shipped.json").write_text(json.dumps(data))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheel = next((tmp_path / "dist").glob("course_lib-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "course_lib/sweeps/shipped.json" in names and "course_lib/evidence.py" in names
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import course_lib.evidence as e; "
-            "assert e.__file__.startswith(sys.argv[1]), e.__file__; "
-            "print('shipped' in e.committed_sweeps(), e.load_sweep('shipped').values('m', k=1))")
-    out = subprocess.run([sys.executable, "-I", "-c", code, str(wheel)], capture_output=True, text=True,
-                         cwd=tmp_path, check=False)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import course_lib.evidence as e; "
+        "assert e.__file__.startswith(sys.argv[1]), e.__file__; "
+        "print('shipped' in e.committed_sweeps(), e.load_sweep('shipped').values('m', k=1))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(wheel)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True [0.5, 1.5, 2.5]"  # beside the book's own committed sweeps
 

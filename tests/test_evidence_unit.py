@@ -30,6 +30,7 @@ matplotlib.use("Agg")
 
 # --- summaries ---------------------------------------------------------------
 
+
 def test_summary_statistics():
     s = summarize([2.0, 4.0, 9.0], "LSTM")
     assert (s.n, s.mean, s.min, s.max) == (3, 5.0, 2.0, 9.0)
@@ -38,15 +39,23 @@ def test_summary_statistics():
     assert math.isnan(summarize([1.5]).std) and str(summarize([1.5], "x")) == "x: 1.5 (one run)"
 
 
-@pytest.mark.parametrize("values", [np.array([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0]), (1, 2, 3),
-                                    Summary((1.0, 2.0, 3.0))])
+@pytest.mark.parametrize(
+    "values", [np.array([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0]), (1, 2, 3), Summary((1.0, 2.0, 3.0))]
+)
 def test_summary_accepts_arrays_tensors_and_summaries(values):
     assert summarize(values).values == (1.0, 2.0, 3.0)
 
 
-@pytest.mark.parametrize("values, error, words", [
-    ([], ValueError, "empty"), ([1.0, float("nan"), 2.0], ValueError, "NaN"), (3.0, TypeError, "sequence"),
-    ("123", TypeError, "sequence"), (torch.tensor(2.0), TypeError, "sequence")])
+@pytest.mark.parametrize(
+    "values, error, words",
+    [
+        ([], ValueError, "empty"),
+        ([1.0, float("nan"), 2.0], ValueError, "NaN"),
+        (3.0, TypeError, "sequence"),
+        ("123", TypeError, "sequence"),
+        (torch.tensor(2.0), TypeError, "sequence"),
+    ],
+)
 def test_summary_rejects_bad_input_by_name(values, error, words):
     with pytest.raises(error, match=words):
         summarize(values)
@@ -58,14 +67,28 @@ def test_summary_keeps_infinity_as_a_diverged_run():
 
 # --- assert_better -----------------------------------------------------------
 
+
 def test_assert_better_prints_seeds_spread_gap_and_margin(capsys):
-    result = assert_better([0.91, 0.95, 0.93], [0.52, 0.61, 0.55], higher_is_better=True, margin=0.1,
-                           metric="exact match", label_a="attention", label_b="no attention")
+    result = assert_better(
+        [0.91, 0.95, 0.93],
+        [0.52, 0.61, 0.55],
+        higher_is_better=True,
+        margin=0.1,
+        metric="exact match",
+        label_a="attention",
+        label_b="no attention",
+    )
     out = capsys.readouterr().out
     assert result is None  # nothing echoed on a cell's last line
-    for text in ["attention beats no attention on exact match (higher is better)?", "per seed 0.91 0.95 0.93",
-                 "per seed 0.52 0.61 0.55", "range [0.91, 0.95]", "worst attention 0.91 vs best no attention 0.61",
-                 "gap 0.3 >= margin 0.1", "✓"]:
+    for text in [
+        "attention beats no attention on exact match (higher is better)?",
+        "per seed 0.91 0.95 0.93",
+        "per seed 0.52 0.61 0.55",
+        "range [0.91, 0.95]",
+        "worst attention 0.91 vs best no attention 0.61",
+        "gap 0.3 >= margin 0.1",
+        "✓",
+    ]:
         assert text in out, text
     assert "True" not in out
 
@@ -95,7 +118,9 @@ def test_assert_better_uses_the_labels_of_summaries(capsys):
     assert "GRU beats RNN" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("a, b, arg", [([1, 2], [0, 0, 0], "a has 2 value"), ([1, 2, 3], [0], "b has 1 value")])
+@pytest.mark.parametrize(
+    "a, b, arg", [([1, 2], [0, 0, 0], "a has 2 value"), ([1, 2, 3], [0], "b has 1 value")]
+)
 def test_assert_better_needs_three_seeds(a, b, arg):
     with pytest.raises(ValueError, match=arg + r".*>= 3 seeds"):
         assert_better(a, b, higher_is_better=True)
@@ -112,6 +137,7 @@ def test_assert_better_needs_the_direction():
 
 
 # --- assert_indistinguishable -----------------------------------------------
+
 
 def test_indistinguishable_when_ranges_overlap(capsys):
     assert_indistinguishable([2.6, 2.8, 2.7], [2.75, 2.9, 2.85], metric="bpc", label_a="LSTM", label_b="GPT")
@@ -131,6 +157,7 @@ def test_indistinguishable_needs_three_seeds():
 
 
 # --- assert_within -----------------------------------------------------------
+
 
 def test_assert_within_inside_and_with_slack(capsys):
     assert_within(2.15, [2.1, 2.2, 2.18], slack=0.0, metric="bpc")
@@ -197,8 +224,11 @@ def test_fingerprint_is_stable_and_order_free(synthetic_module):
 def test_fingerprint_ignores_comments_docstrings_and_formatting(synthetic_module):
     name, path = synthetic_module
     before = fingerprint(f"{name}:train", [], None)
-    path.write_text(RECIPE.replace('"""Train it."""', '"""Train it, better worded."""')
-                    .replace("# a comment", "# another comment").replace("SCALE * x + seed", "SCALE*x  +  seed"))
+    path.write_text(
+        RECIPE.replace('"""Train it."""', '"""Train it, better worded."""')
+        .replace("# a comment", "# another comment")
+        .replace("SCALE * x + seed", "SCALE*x  +  seed")
+    )
     assert fingerprint(f"{name}:train", [], None) == before
 
 
@@ -234,18 +264,40 @@ def test_source_of_a_function_a_class_method_and_errors(synthetic_module):
 
 # --- sweeps ------------------------------------------------------------------
 
+
 def make_sweep(**changes):
-    runs = [{"point": {"kind": kind, "steps": steps}, "seed": seed, "seconds": 1.0,
-             "results": {"bpc": base - steps / 1000 + 0.01 * seed}}
-            for kind, base in [("rnn", 2.4), ("lstm", 2.2)] for steps in [100, 400] for seed in [2, 0, 1]]
-    data = {"schema": evidence.SCHEMA, "name": "demo", "title": "Demo", "description": "",
-            "recipe": ["course_lib.evidence:summarize"], "modules": [], "config": {"lr": 0.01},
-            "points": [{"kind": k, "steps": s} for k in ["rnn", "lstm"] for s in [100, 400]],
-            "seeds": [0, 1, 2], "metrics": {"bpc": {"unit": "bits/char", "higher_is_better": False}},
-            "runs": runs, "fingerprint": "", "command": "python benchmarks/sweep.py demo", "wall_seconds": 12.0,
-            "machine": {"cpu_count": 2}, "date": "2026-01-01T00:00:00+00:00"}
-    data["fingerprint"] = fingerprint(data["recipe"], data["modules"],
-                                      {"config": data["config"], "points": data["points"]})
+    runs = [
+        {
+            "point": {"kind": kind, "steps": steps},
+            "seed": seed,
+            "seconds": 1.0,
+            "results": {"bpc": base - steps / 1000 + 0.01 * seed},
+        }
+        for kind, base in [("rnn", 2.4), ("lstm", 2.2)]
+        for steps in [100, 400]
+        for seed in [2, 0, 1]
+    ]
+    data = {
+        "schema": evidence.SCHEMA,
+        "name": "demo",
+        "title": "Demo",
+        "description": "",
+        "recipe": ["course_lib.evidence:summarize"],
+        "modules": [],
+        "config": {"lr": 0.01},
+        "points": [{"kind": k, "steps": s} for k in ["rnn", "lstm"] for s in [100, 400]],
+        "seeds": [0, 1, 2],
+        "metrics": {"bpc": {"unit": "bits/char", "higher_is_better": False}},
+        "runs": runs,
+        "fingerprint": "",
+        "command": "python benchmarks/sweep.py demo",
+        "wall_seconds": 12.0,
+        "machine": {"cpu_count": 2},
+        "date": "2026-01-01T00:00:00+00:00",
+    }
+    data["fingerprint"] = fingerprint(
+        data["recipe"], data["modules"], {"config": data["config"], "points": data["points"]}
+    )
     data.update(changes)
     return Sweep(data)
 
@@ -276,7 +328,9 @@ def test_sweep_errors_name_the_problem():
 def test_sweep_round_trips_through_json(tmp_path):
     path = tmp_path / "demo.json"
     path.write_text(json.dumps(make_sweep().data))
-    assert read_sweep(path).values("bpc", kind="rnn", steps=100) == make_sweep().values("bpc", kind="rnn", steps=100)
+    assert read_sweep(path).values("bpc", kind="rnn", steps=100) == make_sweep().values(
+        "bpc", kind="rnn", steps=100
+    )
 
 
 def test_load_sweep_names_the_committed_ones():
@@ -289,12 +343,18 @@ def test_load_sweep_names_the_committed_ones():
 def test_a_committed_live_run_check_reads_like_a_chapter(capsys):
     sweep = make_sweep()
     assert_within(2.315, sweep.values("bpc", kind="rnn", steps=100), slack=0.0, metric="bpc")
-    assert_better(sweep.summary("bpc", kind="lstm", steps=400), sweep.summary("bpc", kind="rnn", steps=400),
-                  higher_is_better=False, margin=0.1, metric="bpc")
+    assert_better(
+        sweep.summary("bpc", kind="lstm", steps=400),
+        sweep.summary("bpc", kind="rnn", steps=400),
+        higher_is_better=False,
+        margin=0.1,
+        metric="bpc",
+    )
     assert "kind=lstm, steps=400 beats kind=rnn, steps=400" in capsys.readouterr().out
 
 
 # --- figures -----------------------------------------------------------------
+
 
 def test_plot_sweep_numeric_axis_draws_dots_band_mean_and_live_point():
     sweep = make_sweep()

@@ -14,10 +14,9 @@ from course_lib.exercises import (
     Case,
     Check,
     CheckResult,
-    Mistake,
     ExerciseFailure,
     ExerciseNotAttempted,
-    _engine,
+    Mistake,
     check_attention,
     check_causal_mask,
     check_masked_softmax,
@@ -153,8 +152,12 @@ CHECKS = {
 }
 REFERENCE_SOURCES = [
     inspect.getsource(f)
-    for f in (attention.scaled_dot_score, attention.masked_softmax, attention.causal_mask,
-              attention.scaled_dot_product_attention)
+    for f in (
+        attention.scaled_dot_score,
+        attention.masked_softmax,
+        attention.causal_mask,
+        attention.scaled_dot_product_attention,
+    )
 ]
 
 
@@ -184,10 +187,12 @@ def test_passes_on_a_correct_solution(name, capsys):
 @pytest.mark.parametrize("name", CHECKS)
 def test_passes_on_the_library_reference(name):
     check, _ = CHECKS[name]
-    ref = {"check_scaled_dot_score": attention.scaled_dot_score,
-           "check_masked_softmax": attention.masked_softmax,
-           "check_causal_mask": attention.causal_mask,
-           "check_attention": attention.scaled_dot_product_attention}[name]
+    ref = {
+        "check_scaled_dot_score": attention.scaled_dot_score,
+        "check_masked_softmax": attention.masked_softmax,
+        "check_causal_mask": attention.causal_mask,
+        "check_attention": attention.scaled_dot_product_attention,
+    }[name]
     assert check(ref)
 
 
@@ -217,11 +222,14 @@ def test_learner_exception_is_reported_with_case_and_line():
     assert "Hint (1 of 3)" in message
 
 
-@pytest.mark.parametrize("fn, case, cause", [
-    (unscaled_score, "case 1 of 4 (T_q != T_k", "not scaled: divide by sqrt(d_k)"),
-    (score_over_dk, "case 1 of 4 (T_q != T_k", "divided by d_k"),
-    (score_kq, "case 1 of 4", "compute q @ k^T"),
-])
+@pytest.mark.parametrize(
+    "fn, case, cause",
+    [
+        (unscaled_score, "case 1 of 4 (T_q != T_k", "not scaled: divide by sqrt(d_k)"),
+        (score_over_dk, "case 1 of 4 (T_q != T_k", "divided by d_k"),
+        (score_kq, "case 1 of 4", "compute q @ k^T"),
+    ],
+)
 def test_score_mistakes(fn, case, cause):
     message = failure(check_scaled_dot_score, fn)
     assert case in message and cause in message
@@ -233,14 +241,17 @@ def test_unscaled_score_fails_after_the_d_k_1_case_order_does_not_hide_it():
     assert "max abs error" in message and "expected" in message
 
 
-@pytest.mark.parametrize("fn, case, cause", [
-    (softmax_nan, "fully masked", "came out as NaN"),
-    (softmax_inverted, "case 1 of 6 (random mask", "the mask is inverted"),
-    (softmax_wrong_dim, "case 1 of 6 (random mask", "dim=-1"),
-    (softmax_big_negative, "fully masked", "large negative number"),
-    (softmax_unstable, "large scores (numerical stability)", "Subtract each row's max"),
-    (softmax_ignores_mask, "case 1 of 6 (random mask", "the mask is ignored"),
-])
+@pytest.mark.parametrize(
+    "fn, case, cause",
+    [
+        (softmax_nan, "fully masked", "came out as NaN"),
+        (softmax_inverted, "case 1 of 6 (random mask", "the mask is inverted"),
+        (softmax_wrong_dim, "case 1 of 6 (random mask", "dim=-1"),
+        (softmax_big_negative, "fully masked", "large negative number"),
+        (softmax_unstable, "large scores (numerical stability)", "Subtract each row's max"),
+        (softmax_ignores_mask, "case 1 of 6 (random mask", "the mask is ignored"),
+    ],
+)
 def test_masked_softmax_mistakes(fn, case, cause):
     message = failure(check_masked_softmax, fn)
     assert case in message and cause in message
@@ -252,12 +263,15 @@ def test_masked_softmax_message_has_first_difference():
     assert "first difference at index [1, 0]: expected 0, got nan" in message
 
 
-@pytest.mark.parametrize("fn, cause", [
-    (causal_inverted, "polarity is inverted"),
-    (causal_float, "got torch.float32"),
-    (causal_upper, "upper triangle"),
-    (causal_no_diag, "diagonal is missing"),
-])
+@pytest.mark.parametrize(
+    "fn, cause",
+    [
+        (causal_inverted, "polarity is inverted"),
+        (causal_float, "got torch.float32"),
+        (causal_upper, "upper triangle"),
+        (causal_no_diag, "diagonal is missing"),
+    ],
+)
 def test_causal_mask_mistakes(fn, cause):
     message = failure(check_causal_mask, fn)
     assert "case" in message and "T = " in message and cause in message
@@ -268,13 +282,16 @@ def test_causal_mask_wrong_shape():
     assert "expected shape (5, 5), got shape (5,)" in message
 
 
-@pytest.mark.parametrize("fn, case, cause", [
-    (attention_unscaled, "case 1 of 5 (no mask", "not scaled"),
-    (attention_inverted, "case 2 of 5 (batch and heads with a padding mask", "mask is inverted"),
-    (attention_wrong_dim, "case 1 of 5 (no mask", "dim=-1"),
-    (attention_swapped, "case 1 of 5", "swapped"),
-    (attention_nan, "fully masked", "NaN"),
-])
+@pytest.mark.parametrize(
+    "fn, case, cause",
+    [
+        (attention_unscaled, "case 1 of 5 (no mask", "not scaled"),
+        (attention_inverted, "case 2 of 5 (batch and heads with a padding mask", "mask is inverted"),
+        (attention_wrong_dim, "case 1 of 5 (no mask", "dim=-1"),
+        (attention_swapped, "case 1 of 5", "swapped"),
+        (attention_nan, "fully masked", "NaN"),
+    ],
+)
 def test_attention_mistakes(fn, case, cause):
     message = failure(check_attention, fn)
     assert case in message and cause in message
@@ -312,13 +329,22 @@ def test_failure_renders_without_a_long_traceback():
 
 
 def test_engine_is_generic():
-    double = Check("check_double_for_test", "fn(x) -> 2x", params=("x",),
-                   reference=lambda x: x + x, cases=lambda g: [Case("two", torch.tensor([2.0]))],
-                   mistakes=[Mistake("this is x + 1", lambda x: x + 1)], hints=["add x to x"])
+    double = Check(
+        "check_double_for_test",
+        "fn(x) -> 2x",
+        params=("x",),
+        reference=lambda x: x + x,
+        cases=lambda g: [Case("two", torch.tensor([2.0]))],
+        mistakes=[Mistake("this is x + 1", lambda x: x + 1)],
+        hints=["add x to x"],
+    )
     try:
         assert double(lambda x: 2 * x)
-        with pytest.raises(ExerciseFailure, match=r"check_double_for_test: case 1 of 1 \(two; inputs: "
-                                                  r"x=\(1,\) float32\) failed(.|\n)*this is x \+ 1"):
+        with pytest.raises(
+            ExerciseFailure,
+            match=r"check_double_for_test: case 1 of 1 \(two; inputs: "
+            r"x=\(1,\) float32\) failed(.|\n)*this is x \+ 1",
+        ):
             double(lambda x: x + 1)
     finally:
         REGISTRY.pop("check_double_for_test")

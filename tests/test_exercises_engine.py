@@ -4,8 +4,17 @@ hints in steps, errors of the learner's code, and the guards that make records h
 import pytest
 import torch
 
-from course_lib.exercises import (REGISTRY, Answer, Case, Check, ExerciseFailure,
-                                  ExerciseNotAttempted, Mistake, Prediction, within)
+from course_lib.exercises import (
+    REGISTRY,
+    Answer,
+    Case,
+    Check,
+    ExerciseFailure,
+    ExerciseNotAttempted,
+    Mistake,
+    Prediction,
+    within,
+)
 from course_lib.exercises._engine import WrongResult, lib, load
 
 
@@ -19,14 +28,20 @@ def made_up():
 
 
 def double_check(**kw):
-    return Check("check_double_for_test", "fn(x) -> 2 x", params=("x",),
-                 reference=lambda x: x + x,
-                 cases=lambda g: [Case("a vector", torch.tensor([1.0, 2.0])),
-                                  Case("a matrix", torch.ones(2, 2))],
-                 mistakes=[Mistake("that is x + 1", lambda x: x + 1),
-                           Mistake("that is x squared", lambda x: x * x),
-                           Mistake("x.T fails on a vector", lambda x: x.reshape(3))],
-                 hints=["step one", "step two"], **kw)
+    return Check(
+        "check_double_for_test",
+        "fn(x) -> 2 x",
+        params=("x",),
+        reference=lambda x: x + x,
+        cases=lambda g: [Case("a vector", torch.tensor([1.0, 2.0])), Case("a matrix", torch.ones(2, 2))],
+        mistakes=[
+            Mistake("that is x + 1", lambda x: x + 1),
+            Mistake("that is x squared", lambda x: x * x),
+            Mistake("x.T fails on a vector", lambda x: x.reshape(3)),
+        ],
+        hints=["step one", "step two"],
+        **kw,
+    )
 
 
 def fail(record, *args):
@@ -42,7 +57,8 @@ def test_a_check_names_case_difference_cause_and_hint_step(made_up):
         "check_double_for_test: case 1 of 2 (a vector; inputs: x=(2,) float32) failed.",
         "  result: values differ (max abs error 1); first difference at index [1]: expected 4, got 3.",
         "  Likely cause: that is x + 1",
-        "  Hint (1 of 2): step one"]
+        "  Hint (1 of 2): step one",
+    ]
     assert "Hint (2 of 2): step two" in fail(check, lambda x: x * x)
     assert "Hint (2 of 2): step two" in fail(check, lambda x: x * x)
 
@@ -80,10 +96,16 @@ def test_inputs_are_copied_for_each_function(made_up):
 
 
 def test_the_global_random_state_is_left_alone(made_up):
-    check = Check("check_noise_for_test", "fn(x) -> x", params=("x",), reference=lambda x: x,
-                  cases=lambda g: [Case("random", torch.randn(3))],
-                  mistakes=[Mistake("a", lambda x: x + 1), Mistake("b", lambda x: x - 1)],
-                  hints=["h", "i"], seed=3)
+    check = Check(
+        "check_noise_for_test",
+        "fn(x) -> x",
+        params=("x",),
+        reference=lambda x: x,
+        cases=lambda g: [Case("random", torch.randn(3))],
+        mistakes=[Mistake("a", lambda x: x + 1), Mistake("b", lambda x: x - 1)],
+        hints=["h", "i"],
+        seed=3,
+    )
     torch.manual_seed(0)
     expected = torch.rand(2)
     torch.manual_seed(0)
@@ -96,11 +118,25 @@ def test_registry_guards(made_up):
     with pytest.raises(ValueError, match="two checks are named check_double_for_test"):
         double_check()
     with pytest.raises(ValueError, match="starts with 'check_'"):
-        Answer("answer_x", "d", quantity="q", reference=lambda: 1.0, tolerance=within(rel=0.1),
-               mistakes=[], hints=[])
+        Answer(
+            "answer_x",
+            "d",
+            quantity="q",
+            reference=lambda: 1.0,
+            tolerance=within(rel=0.1),
+            mistakes=[],
+            hints=[],
+        )
     with pytest.raises(TypeError, match="hints is a list of steps"):
-        Answer("check_x_for_test", "d", quantity="q", reference=lambda: 1.0,
-               tolerance=within(rel=0.1), mistakes=[], hints="one string")
+        Answer(
+            "check_x_for_test",
+            "d",
+            quantity="q",
+            reference=lambda: 1.0,
+            tolerance=within(rel=0.1),
+            mistakes=[],
+            hints="one string",
+        )
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"rel": 0.1, "abs": 1}, {"rel": -1}, {"factor": 1}])
@@ -115,15 +151,22 @@ def test_tolerances():
     assert within(factor=2).accepts(50, 100) and within(factor=2).accepts(200, 100)
     assert not within(factor=2).accepts(201, 100) and not within(factor=2).accepts(-100, 100)
     assert [str(within(rel=0.25)), str(within(abs=2)), str(within(factor=1.5))] == [
-        "within 25%", "within ±2", "within a factor of 1.5"]
+        "within 25%",
+        "within ±2",
+        "within a factor of 1.5",
+    ]
 
 
 def answer_record():
-    return Answer("check_answer_for_test", "the number 10", quantity="ten",
-                  reference=lambda: 10.0, tolerance=within(abs=0.5),
-                  mistakes=[Mistake("counted in base 8", lambda: 8.0),
-                            Mistake("off by one", lambda: 11.0)],
-                  hints=["count", "count again"])
+    return Answer(
+        "check_answer_for_test",
+        "the number 10",
+        quantity="ten",
+        reference=lambda: 10.0,
+        tolerance=within(abs=0.5),
+        mistakes=[Mistake("counted in base 8", lambda: 8.0), Mistake("off by one", lambda: 11.0)],
+        hints=["count", "count again"],
+    )
 
 
 def test_an_answer(made_up, capsys):
@@ -139,18 +182,25 @@ def test_an_answer(made_up, capsys):
 
 
 def prediction_record():
-    return Prediction("check_prediction_for_test", "a prediction", quantity="the answer",
-                      tolerance=within(factor=2), example=40, explanation="because " * 20,
-                      mistakes=[Mistake("far too small", lambda m: m / 10),
-                                Mistake("far too large", lambda m: 10 * m)])
+    return Prediction(
+        "check_prediction_for_test",
+        "a prediction",
+        quantity="the answer",
+        tolerance=within(factor=2),
+        example=40,
+        explanation="because " * 20,
+        mistakes=[Mistake("far too small", lambda m: m / 10), Mistake("far too large", lambda m: 10 * m)],
+    )
 
 
 def test_a_prediction_prints_the_explanation_either_way(made_up, capsys):
     check = prediction_record()
     assert check(30, 42.0)
     out = capsys.readouterr().out
-    assert out.startswith("✓ check_prediction_for_test: you predicted 30; the experiment measured "
-                          "42, within a factor of 2.\n  Why: because")
+    assert out.startswith(
+        "✓ check_prediction_for_test: you predicted 30; the experiment measured "
+        "42, within a factor of 2.\n  Why: because"
+    )
     message = fail(check, 4, 42.0)
     assert "the prediction is too low (not within a factor of 2)" in message
     assert "Likely cause: far too small" in message and "Why: because" in message

@@ -31,6 +31,7 @@ def stub(*args, **kwargs):
 
 # --- solutions, as in the notebooks ---------------------------------------------------
 
+
 def self_attention(x, w_q, w_k, w_v):
     return A.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
 
@@ -118,20 +119,36 @@ def _fails(check, fn, *phrases):
 
 # --- typical mistakes are named -------------------------------------------------------
 
+
 def test_self_attention_mistakes():
-    _fails(check_self_attention, lambda x, q, k, v: A.scaled_dot_product_attention(
-        x @ q * math.sqrt(q.shape[1]), x @ k, x @ v), "not scaled")
-    _fails(check_self_attention, lambda x, q, k, v: A.scaled_dot_product_attention(
-        x @ q, x @ k, x), "values are x itself")
-    _fails(check_self_attention, lambda x, q, k, v: A.scaled_dot_product_attention(
-        x @ q, x @ q, x @ v), "keys use W_q")
+    _fails(
+        check_self_attention,
+        lambda x, q, k, v: A.scaled_dot_product_attention(x @ q * math.sqrt(q.shape[1]), x @ k, x @ v),
+        "not scaled",
+    )
+    _fails(
+        check_self_attention,
+        lambda x, q, k, v: A.scaled_dot_product_attention(x @ q, x @ k, x),
+        "values are x itself",
+    )
+    _fails(
+        check_self_attention,
+        lambda x, q, k, v: A.scaled_dot_product_attention(x @ q, x @ q, x @ v),
+        "keys use W_q",
+    )
 
 
 def test_cross_attention_mistakes():
-    _fails(check_cross_attention, lambda y, x, q, k, v: A.scaled_dot_product_attention(
-        y @ q, y @ k, y @ v), "self-attention on y")
-    _fails(check_cross_attention, lambda y, x, q, k, v: A.scaled_dot_product_attention(
-        x @ q, y @ k, y @ v), "roles are swapped")
+    _fails(
+        check_cross_attention,
+        lambda y, x, q, k, v: A.scaled_dot_product_attention(y @ q, y @ k, y @ v),
+        "self-attention on y",
+    )
+    _fails(
+        check_cross_attention,
+        lambda y, x, q, k, v: A.scaled_dot_product_attention(x @ q, y @ k, y @ v),
+        "roles are swapped",
+    )
 
 
 def test_flops_mistakes():
@@ -141,14 +158,18 @@ def test_flops_mistakes():
 
 def test_split_and_merge_mistakes():
     _fails(check_split_heads, lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), "reshape alone")
-    _fails(check_split_heads, lambda x, h: x.view(*x.shape[:2], -1, h).permute(0, 3, 1, 2),
-           "every h-th feature")
+    _fails(
+        check_split_heads, lambda x, h: x.view(*x.shape[:2], -1, h).permute(0, 3, 1, 2), "every h-th feature"
+    )
     _fails(check_merge_heads, lambda x: x.reshape(x.shape[0], x.shape[2], -1), "transpose(1, 2)")
 
 
 def test_key_padding_mask_mistakes():
-    _fails(check_key_padding_mask, lambda lengths, T: A.padding_mask(lengths, T)[:, 0, 0, :],
-           "polarity is inverted")
+    _fails(
+        check_key_padding_mask,
+        lambda lengths, T: A.padding_mask(lengths, T)[:, 0, 0, :],
+        "polarity is inverted",
+    )
     _fails(check_key_padding_mask, lambda lengths, T: ~A.padding_mask(lengths, T), "(B, T)")
 
 
@@ -190,12 +211,13 @@ def test_sinusoidal_mistakes():
 
 
 def _offsets(T):
-    return (torch.arange(T)[:, None] - torch.arange(T)[None, :]).float()   # i - j
+    return (torch.arange(T)[:, None] - torch.arange(T)[None, :]).float()  # i - j
 
 
 def test_shift_and_alibi_mistakes():
     _fails(check_shift_matrix, lambda k, w: shift(k, w).T, "transpose")
     _fails(check_alibi_bias, lambda T, m: -m * _offsets(T), "not masked")
-    _fails(check_alibi_bias, lambda T, m: (m * _offsets(T)).masked_fill(_offsets(T) < 0, float("-inf")),
-           "sign")
+    _fails(
+        check_alibi_bias, lambda T, m: (m * _offsets(T)).masked_fill(_offsets(T) < 0, float("-inf")), "sign"
+    )
     _fails(check_alibi_bias, lambda T, m: torch.ones(T, T, dtype=torch.bool).tril(), "float bias")

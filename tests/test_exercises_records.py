@@ -11,8 +11,15 @@ import pytest
 import torch
 
 import course_lib.exercises as exercises
-from course_lib.exercises import (REGISTRY, Answer, Check, CheckResult, ExerciseFailure,
-                                  ExerciseNotAttempted, Prediction)
+from course_lib.exercises import (
+    REGISTRY,
+    Answer,
+    Check,
+    CheckResult,
+    ExerciseFailure,
+    ExerciseNotAttempted,
+    Prediction,
+)
 from course_lib.exercises._engine import load
 
 torch.set_num_threads(1)
@@ -20,14 +27,42 @@ NAMES = sorted(REGISTRY)
 
 
 # The checks the chapters called before the records (issue 15): their names keep working.
-PORTED = """check_additive_score check_alibi_bias check_attention check_attention_flops check_beam_step
-check_bidirectional check_bits_per_char check_bptt_jacobian check_causal_mask check_clip_grad_norm
-check_cosine_similarity check_cross_attention check_decoder_layer check_greedy_decode
-check_greedy_search check_gru_cell check_key_padding_mask check_kv_cache_step check_local_weights
-check_luong_step check_masked_softmax check_merge_heads check_multihead_forward check_rnn_forward
-check_sample_next check_scaled_dot_score check_self_attention check_sequence_loss
-check_set_forget_bias check_shift_matrix check_shift_right check_sinusoidal_encoding
-check_split_heads check_temperature_probs""".split()
+PORTED = [
+    "check_additive_score",
+    "check_alibi_bias",
+    "check_attention",
+    "check_attention_flops",
+    "check_beam_step",
+    "check_bidirectional",
+    "check_bits_per_char",
+    "check_bptt_jacobian",
+    "check_causal_mask",
+    "check_clip_grad_norm",
+    "check_cosine_similarity",
+    "check_cross_attention",
+    "check_decoder_layer",
+    "check_greedy_decode",
+    "check_greedy_search",
+    "check_gru_cell",
+    "check_key_padding_mask",
+    "check_kv_cache_step",
+    "check_local_weights",
+    "check_luong_step",
+    "check_masked_softmax",
+    "check_merge_heads",
+    "check_multihead_forward",
+    "check_rnn_forward",
+    "check_sample_next",
+    "check_scaled_dot_score",
+    "check_self_attention",
+    "check_sequence_loss",
+    "check_set_forget_bias",
+    "check_shift_matrix",
+    "check_shift_right",
+    "check_sinusoidal_encoding",
+    "check_split_heads",
+    "check_temperature_probs",
+]
 
 
 def test_there_are_records_of_every_kind_and_the_old_names_work():
@@ -66,7 +101,8 @@ def test_each_mistake_fails_with_its_own_message(name):
         message = str(info.value)
         assert not isinstance(info.value, ExerciseNotAttempted), message
         assert f"Likely cause: {mistake.message}" in message, (
-            f"{name}: the mistake {mistake.message!r} was not named; the check said:\n{message}")
+            f"{name}: the mistake {mistake.message!r} was not named; the check said:\n{message}"
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -79,11 +115,11 @@ def test_hints_come_in_steps(name):
     assert len(hints) >= 2, f"{name}: {len(hints)} hint steps; at least 2"
     record._failures = 0
     shown = []
-    for mistake, args in record.examples().mistakes[:1] * (len(hints) + 1):
+    for _mistake, args in record.examples().mistakes[:1] * (len(hints) + 1):
         with pytest.raises(ExerciseFailure) as info:
             record(*args)
         shown.append(str(info.value).rsplit("  Hint (", 1)[1])
-    for step, text in enumerate(shown[:len(hints)], 1):
+    for step, text in enumerate(shown[: len(hints)], 1):
         assert text.startswith(f"{step} of {len(hints)}): {hints[step - 1]}")
     assert shown[-1] == shown[-2], "after the last step, the last step stays"
     record._failures = 0
@@ -94,7 +130,8 @@ def test_is_public_under_its_name(name):
     record = REGISTRY[name]
     assert getattr(exercises, name) is record and name in exercises.__all__
     assert any(getattr(m, name, None) is record for m in exercises.CHAPTERS.values()), (
-        f"bind the record to its own name in its topic module: {name} = {type(record).__name__}(...)")
+        f"bind the record to its own name in its topic module: {name} = {type(record).__name__}(...)"
+    )
     assert record.__name__ == name and record.doc and record.__doc__ == record.doc
 
 
@@ -110,8 +147,11 @@ def _reference_source(record):
 @pytest.mark.parametrize("name", [n for n in NAMES if isinstance(REGISTRY[n], Check)])
 def test_messages_never_show_the_reference(name):
     record = REGISTRY[name]
-    body = [ln.strip() for ln in _reference_source(record).splitlines()[1:]
-            if len(ln.strip()) > 25 and not ln.strip().startswith(("#", '"""', "reference="))]
+    body = [
+        ln.strip()
+        for ln in _reference_source(record).splitlines()[1:]
+        if len(ln.strip()) > 25 and not ln.strip().startswith(("#", '"""', "reference="))
+    ]
     for _, args in record.examples().mistakes:
         try:
             record(*args)

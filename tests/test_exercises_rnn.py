@@ -5,10 +5,19 @@ import pytest
 import torch
 
 from course_lib import decoding, rnn
-from course_lib.exercises import (CheckResult, ExerciseFailure, ExerciseNotAttempted,
-                                  check_bidirectional, check_bptt_jacobian, check_clip_grad_norm,
-                                  check_cosine_similarity, check_gru_cell, check_rnn_forward,
-                                  check_sample_next, check_set_forget_bias)
+from course_lib.exercises import (
+    CheckResult,
+    ExerciseFailure,
+    ExerciseNotAttempted,
+    check_bidirectional,
+    check_bptt_jacobian,
+    check_clip_grad_norm,
+    check_cosine_similarity,
+    check_gru_cell,
+    check_rnn_forward,
+    check_sample_next,
+    check_set_forget_bias,
+)
 
 
 def stub(*args, **kwargs):
@@ -25,6 +34,7 @@ def fails_with(check, fn, *phrases):
 
 
 # ---- correct answers, written as a learner would ------------------------------------------
+
 
 def good_cosine(a, b):
     return (a / a.norm(dim=-1, keepdim=True)) @ (b / b.norm(dim=-1, keepdim=True)).T
@@ -62,9 +72,9 @@ def good_forget(lstm, value):
     with torch.no_grad():
         for name, p in lstm.named_parameters():
             if name.startswith("bias_ih"):
-                p[H:2 * H] = value
+                p[H : 2 * H] = value
             elif name.startswith("bias_hh"):
-                p[H:2 * H] = 0
+                p[H : 2 * H] = 0
 
 
 def good_bidirectional(forward, backward, x):
@@ -105,17 +115,23 @@ def test_stub_is_not_attempted(check):
 def test_library_versions_pass():
     check_gru_cell(lambda x, h, W_ih, W_hh, b_ih, b_hh: rnn.gru_step(x @ W_ih.T + b_ih, h, W_hh, b_hh))
     check_set_forget_bias(rnn.set_forget_bias)
-    check_sample_next(lambda logits, temperature, generator=None: decoding.sample_next(
-        logits, temperature, generator=generator))
+    check_sample_next(
+        lambda logits, temperature, generator=None: decoding.sample_next(
+            logits, temperature, generator=generator
+        )
+    )
 
 
 # ---- typical mistakes, each recognised ------------------------------------------------------
 
+
 def test_cosine_mistakes():
     fails_with(check_cosine_similarity, lambda a, b: a @ b.T, "dot products")
-    fails_with(check_cosine_similarity,
-               lambda a, b: (a / a.norm(dim=0, keepdim=True)) @ (b / b.norm(dim=0, keepdim=True)).T,
-               "dim=0")
+    fails_with(
+        check_cosine_similarity,
+        lambda a, b: (a / a.norm(dim=0, keepdim=True)) @ (b / b.norm(dim=0, keepdim=True)).T,
+        "dim=0",
+    )
 
 
 def test_rnn_forward_mistakes():
@@ -195,7 +211,7 @@ def test_forget_bias_mistakes():
         with torch.no_grad():
             for name, p in lstm.named_parameters():
                 if name.startswith("bias"):
-                    p[H:2 * H] = value
+                    p[H : 2 * H] = value
 
     def input_gate(lstm, value):
         H = lstm.hidden_size
@@ -207,8 +223,8 @@ def test_forget_bias_mistakes():
     def first_layer_only(lstm, value):
         H = lstm.hidden_size
         with torch.no_grad():
-            lstm.bias_ih_l0[H:2 * H] = value
-            lstm.bias_hh_l0[H:2 * H] = 0
+            lstm.bias_ih_l0[H : 2 * H] = value
+            lstm.bias_hh_l0[H : 2 * H] = 0
 
     fails_with(check_set_forget_bias, both_biases, "twice the value")
     fails_with(check_set_forget_bias, input_gate, "the i block")
@@ -262,5 +278,13 @@ def test_learner_errors_are_reported_with_the_line():
 
 def test_check_needs_a_function():
     with pytest.raises(ExerciseFailure, match="expects a function"):
-        check_gru_cell(good_gru(torch.zeros(1, 1), torch.zeros(1, 1), torch.zeros(3, 1),
-                                torch.zeros(3, 1), torch.zeros(3), torch.zeros(3)))
+        check_gru_cell(
+            good_gru(
+                torch.zeros(1, 1),
+                torch.zeros(1, 1),
+                torch.zeros(3, 1),
+                torch.zeros(3, 1),
+                torch.zeros(3),
+                torch.zeros(3),
+            )
+        )

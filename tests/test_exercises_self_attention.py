@@ -6,15 +6,19 @@ import math
 import pytest
 import torch
 
-from course_lib.exercises import (ExerciseFailure, check_attention_grad_q, check_decay_weights,
-                                  check_tied_qk_prediction)
+from course_lib.exercises import (
+    ExerciseFailure,
+    check_attention_grad_q,
+    check_decay_weights,
+    check_tied_qk_prediction,
+)
 
 
 def test_a_float32_decaying_average_built_with_where_passes(capsys):
     def mine(T, gamma):
         i = torch.arange(T)
         age = (i[:, None] - i[None, :]).float()
-        w = torch.where(age >= 0, gamma ** age, torch.zeros(()))
+        w = torch.where(age >= 0, gamma**age, torch.zeros(()))
         return w / w.sum(-1, keepdim=True)
 
     check_decay_weights(mine)
@@ -35,7 +39,7 @@ def test_the_gradient_by_hand_passes_and_autograd_does_not():
 
     assert check_attention_grad_q(by_hand)
     with pytest.raises(ExerciseFailure) as info:
-        check_attention_grad_q(with_autograd)      # the check runs under torch.no_grad()
+        check_attention_grad_q(with_autograd)  # the check runs under torch.no_grad()
     print(info.value)
     assert "raised" in str(info.value)
 

@@ -24,8 +24,7 @@ def stub(*args, **kwargs):
 
 # ---- correct answers, written the way a learner would ------------------------------------
 def good_loss(logits, tgt_out, pad_id):
-    per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                                reduction="none")
+    per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), reduction="none")
     real = (tgt_out != pad_id).reshape(-1).float()
     return (per_token * real).sum() / real.sum()
 
@@ -69,7 +68,7 @@ def good_local(scores, mask, p, window):
     dist = j - p.unsqueeze(-1)
     allowed = mask.unsqueeze(1) & (dist.abs() <= window)
     w = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1).nan_to_num(0.0)
-    return w * torch.exp(-dist**2 / (2 * (window / 2) ** 2))
+    return w * torch.exp(-(dist**2) / (2 * (window / 2) ** 2))
 
 
 # ---- typical mistakes ----------------------------------------------------------------
@@ -125,11 +124,20 @@ def local_without_gaussian(scores, mask, p, window):
 CHECKS = [
     (check_sequence_loss, good_loss, [(loss_counting_pads, "padding positions are counted")]),
     (check_greedy_search, good_greedy, [(greedy_without_stopping_rows, "keep writing eos")]),
-    (check_beam_step, good_beam_step, [(beam_step_per_beam, "compare all K*V candidates"),
-                                       (beam_step_without_scores, "scores so far are missing")]),
+    (
+        check_beam_step,
+        good_beam_step,
+        [
+            (beam_step_per_beam, "compare all K*V candidates"),
+            (beam_step_without_scores, "scores so far are missing"),
+        ],
+    ),
     (check_additive_score, good_additive, [(additive_without_tanh, "tanh is missing")]),
-    (check_luong_step, good_luong, [(luong_without_mask, "padding positions got weight"),
-                                    (luong_state_first, "the context first")]),
+    (
+        check_luong_step,
+        good_luong,
+        [(luong_without_mask, "padding positions got weight"), (luong_state_first, "the context first")],
+    ),
     (check_local_weights, good_local, [(local_without_gaussian, "Gaussian factor")]),
 ]
 

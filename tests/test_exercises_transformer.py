@@ -103,7 +103,7 @@ def greedy_first_position(model, src, max_len, bos_id, eos_id):
     memory = model.encode(src)
     ys = torch.full((src.shape[0], 1), bos_id)
     for _ in range(max_len):
-        nxt = model.decode(ys, memory, src)[:, 0].argmax(-1, keepdim=True)   # wrong position
+        nxt = model.decode(ys, memory, src)[:, 0].argmax(-1, keepdim=True)  # wrong position
         ys = torch.cat([ys, nxt], dim=1)
     return ys[:, 1:]
 
@@ -113,8 +113,9 @@ def bpc_nats(logits, targets):
 
 
 def bpc_sum(logits, targets):
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           reduction="sum").item() / math.log(2)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum"
+    ).item() / math.log(2)
 
 
 def temperature_times(logits, temperature):
@@ -153,21 +154,24 @@ def test_stub_is_not_attempted(check):
         check(stub)
 
 
-@pytest.mark.parametrize("check, wrong, message", [
-    (check_shift_right, shift_left, "shifts LEFT"),
-    (check_shift_right, shift_too_long, "one column too long"),
-    (check_decoder_layer, decoder_cross_from_x, "pass `memory`"),
-    (check_decoder_layer, decoder_pre_ln, "pre-LN"),
-    (check_decoder_layer, decoder_no_residual, "residual"),
-    (check_decoder_layer, decoder_no_masks, "masks are ignored"),
-    (check_greedy_decode, greedy_keeps_bos, "starts with <bos>"),
-    (check_greedy_decode, greedy_first_position, r"row 0: expected"),
-    (check_bits_per_char, bpc_nats, "nats"),
-    (check_bits_per_char, bpc_sum, "SUM"),
-    (check_temperature_probs, temperature_times, "divide"),
-    (check_temperature_probs, temperature_no_softmax, "softmax"),
-    (check_kv_cache_step, cache_forgets, "concatenate"),
-])
+@pytest.mark.parametrize(
+    "check, wrong, message",
+    [
+        (check_shift_right, shift_left, "shifts LEFT"),
+        (check_shift_right, shift_too_long, "one column too long"),
+        (check_decoder_layer, decoder_cross_from_x, "pass `memory`"),
+        (check_decoder_layer, decoder_pre_ln, "pre-LN"),
+        (check_decoder_layer, decoder_no_residual, "residual"),
+        (check_decoder_layer, decoder_no_masks, "masks are ignored"),
+        (check_greedy_decode, greedy_keeps_bos, "starts with <bos>"),
+        (check_greedy_decode, greedy_first_position, r"row 0: expected"),
+        (check_bits_per_char, bpc_nats, "nats"),
+        (check_bits_per_char, bpc_sum, "SUM"),
+        (check_temperature_probs, temperature_times, "divide"),
+        (check_temperature_probs, temperature_no_softmax, "softmax"),
+        (check_kv_cache_step, cache_forgets, "concatenate"),
+    ],
+)
 def test_typical_mistakes_are_named(check, wrong, message):
     with pytest.raises(ExerciseFailure, match=message) as info:
         check(wrong)

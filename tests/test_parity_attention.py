@@ -111,8 +111,9 @@ def test_sdpa_matches_torch(batch, mask_kind, dtype):
 
     for name, g_ours, g_theirs in zip("qkv", grads(ours, (q, k, v)), grads(theirs, (q, k, v))):
         assert torch.isfinite(g_ours).all(), name
-        torch.testing.assert_close(g_ours, g_theirs, **tol,
-                                   msg=lambda m, name=name: f"grad w.r.t. {name}: {m}")
+        torch.testing.assert_close(
+            g_ours, g_theirs, **tol, msg=lambda m, name=name: f"grad w.r.t. {name}: {m}"
+        )
 
     # the weights, by hand: softmax(q k^T / sqrt(d_k) + M), zero where a query sees no key
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])

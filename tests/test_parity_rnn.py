@@ -72,12 +72,13 @@ def assert_same_results(ours, theirs, out_ours, out_theirs, inputs, dtype, g):
     grads_theirs = torch.autograd.grad(out_theirs, [*inputs, *theirs.parameters()], upstream)
     labels = [f"input {i}" for i in range(len(inputs))] + names
     for label, a, b in zip(labels, grads_ours, grads_theirs):
-        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"grad w.r.t. {label}: {m}")
+        torch.testing.assert_close(a, b, **tol, msg=lambda m, label=label: f"grad w.r.t. {label}: {m}")
 
 
 # ---------------------------------------------------------------------------
 # Cells
 # ---------------------------------------------------------------------------
+
 
 @DTYPES
 @pytest.mark.parametrize("with_hx", [True, False], ids=["hx", "no_hx"])
@@ -102,6 +103,7 @@ def test_cell_matches_torch(kind, bias, with_hx, dtype):
 # Layers
 # ---------------------------------------------------------------------------
 
+
 @DTYPES
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
 @pytest.mark.parametrize("batch_first", [True, False], ids=["batch_first", "time_first"])
@@ -112,9 +114,18 @@ def test_cell_matches_torch(kind, bias, with_hx, dtype):
 def test_layer_matches_torch(kind, num_layers, bidirectional, with_hx, batch_first, bias, dtype):
     g = generator(kind, num_layers, bidirectional, with_hx, batch_first, bias, dtype)
     B, T, input_size, H = (int(n) for n in torch.randint(1, 6, (4,), generator=g))
-    ours, theirs = make_pair(LAYERS, kind, dtype, g, input_size=input_size, hidden_size=H,
-                             num_layers=num_layers, bias=bias, batch_first=batch_first,
-                             bidirectional=bidirectional)
+    ours, theirs = make_pair(
+        LAYERS,
+        kind,
+        dtype,
+        g,
+        input_size=input_size,
+        hidden_size=H,
+        num_layers=num_layers,
+        bias=bias,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+    )
     x = randn(g, (B, T, input_size) if batch_first else (T, B, input_size), dtype)
     inputs, hx = [x], None
     if with_hx:
@@ -141,8 +152,17 @@ def test_default_batch_first_is_torchs_batch_first_true(kind):
 @pytest.mark.parametrize("kind", LAYERS)
 def test_eval_mode_with_dropout_matches_torch(kind):
     g = generator("dropout", kind)
-    ours, theirs = make_pair(LAYERS, kind, torch.float64, g, input_size=3, hidden_size=4,
-                             num_layers=3, dropout=0.5, batch_first=True)
+    ours, theirs = make_pair(
+        LAYERS,
+        kind,
+        torch.float64,
+        g,
+        input_size=3,
+        hidden_size=4,
+        num_layers=3,
+        dropout=0.5,
+        batch_first=True,
+    )
     ours.eval(), theirs.eval()
     x = randn(g, (2, 5, 3), torch.float64)
     assert_same_results(ours, theirs, ours(x), theirs(x), [x], torch.float64, g)
@@ -151,8 +171,17 @@ def test_eval_mode_with_dropout_matches_torch(kind):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 def test_lstm_matches_torch_at_a_realistic_size(dtype):
     g = generator("realistic", dtype)
-    ours, theirs = make_pair(LAYERS, "LSTM", dtype, g, input_size=32, hidden_size=64,
-                             num_layers=2, bidirectional=True, batch_first=True)
+    ours, theirs = make_pair(
+        LAYERS,
+        "LSTM",
+        dtype,
+        g,
+        input_size=32,
+        hidden_size=64,
+        num_layers=2,
+        bidirectional=True,
+        batch_first=True,
+    )
     x = randn(g, (8, 40, 32), dtype)
     hx = (randn(g, (4, 8, 64), dtype), randn(g, (4, 8, 64), dtype))
     assert_same_results(ours, theirs, ours(x, hx), theirs(x, hx), [x, *hx], dtype, g)
@@ -162,12 +191,19 @@ def test_lstm_matches_torch_at_a_realistic_size(dtype):
 # State dicts: the same keys, in the same order, with the same shapes, both ways
 # ---------------------------------------------------------------------------
 
+
 def layer_configs():
     return [
-        pytest.param(kind, num_layers, bidirectional, bias,
-                     id=f"{kind}-L{num_layers}-{'bi' if bidirectional else 'uni'}-{'bias' if bias else 'no_bias'}")
-        for kind, num_layers, bidirectional, bias
-        in itertools.product(LAYERS, [1, 2, 3], [False, True], [True, False])
+        pytest.param(
+            kind,
+            num_layers,
+            bidirectional,
+            bias,
+            id=f"{kind}-L{num_layers}-{'bi' if bidirectional else 'uni'}-{'bias' if bias else 'no_bias'}",
+        )
+        for kind, num_layers, bidirectional, bias in itertools.product(
+            LAYERS, [1, 2, 3], [False, True], [True, False]
+        )
     ]
 
 
@@ -180,8 +216,15 @@ def assert_same_layout(ours, theirs):
 @pytest.mark.parametrize("kind, num_layers, bidirectional, bias", layer_configs())
 def test_layer_state_dict_layout_and_loading_both_ways(kind, num_layers, bidirectional, bias):
     theirs_cls, ours_cls, extra = LAYERS[kind]
-    kwargs = dict(input_size=3, hidden_size=5, num_layers=num_layers, bidirectional=bidirectional,
-                  bias=bias, batch_first=True, **extra)
+    kwargs = dict(
+        input_size=3,
+        hidden_size=5,
+        num_layers=num_layers,
+        bidirectional=bidirectional,
+        bias=bias,
+        batch_first=True,
+        **extra,
+    )
     theirs, ours = theirs_cls(**kwargs).double(), ours_cls(**kwargs).double()
     assert_same_layout(ours, theirs)
 

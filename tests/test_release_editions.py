@@ -42,8 +42,13 @@ def test_each_branch_tree_runs_on_colab_and_binder(editions, edition):
         nb = nbformat.read(tree / rel, as_version=4)  # the path the launch buttons open
         first = nb.cells[0]
         assert "colab-setup" in first.metadata.get("tags", []), f"{rel}: no Colab set-up cell first"
-    for needed in ["course_lib/__init__.py", "pyproject.toml", "binder/requirements.txt",
-                   "binder/runtime.txt", "LICENSE"]:
+    for needed in [
+        "course_lib/__init__.py",
+        "pyproject.toml",
+        "binder/requirements.txt",
+        "binder/runtime.txt",
+        "LICENSE",
+    ]:
         assert (tree / needed).is_file(), f"{BRANCHES[edition]} lacks {needed}"
     readme = (tree / "README.md").read_text()
     assert BRANCHES[edition] in readme and CONFIG["repository"]["url"] in readme
@@ -55,6 +60,5 @@ def test_the_student_branch_holds_no_solution(editions):
     texts = site_texts(editions / BRANCHES["student"] / "book")
     keys = looked_for()
     assert keys
-    leaks = [(name, line) for name, text in texts.items() for key, line in keys.items()
-             if key in text]
+    leaks = [(name, line) for name, text in texts.items() for key, line in keys.items() if key in text]
     assert not leaks, f"solution lines on {BRANCHES['student']}: {leaks[:10]}"

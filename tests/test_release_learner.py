@@ -13,8 +13,11 @@ from course_lib.release import ReleaseError
 from course_lib.release.learner import Page, convert_markdown, glued_values, release_learner
 
 ROOT = Path(__file__).resolve().parent.parent
-MYST = re.compile(r"^\s*(`{3,}|:{3,})\{|^:(class|label|name|open|dropdown):|\{[\w:-]+\}`|"
-                  r"^\([\w.:-]+\)=\s*$|^% ", re.M)
+MYST = re.compile(
+    r"^\s*(`{3,}|:{3,})\{|^:(class|label|name|open|dropdown):|\{[\w:-]+\}`|"
+    r"^\([\w.:-]+\)=\s*$|^% ",
+    re.M,
+)
 
 SAMPLE = """(sec-intro)=
 # A page
@@ -84,7 +87,7 @@ def _markdown(nb) -> str:
 
 
 def test_every_page_of_the_edition_is_plain_markdown(edition):
-    student, out, pages = edition
+    _, out, pages = edition
     notebooks = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
     assert pages == len(notebooks) + 1  # the chapters and intro.md; no instructor page
     assert not (out / "book" / "instructor_guide.md").exists()
@@ -129,6 +132,10 @@ def test_code_cells_are_kept_and_solutions_folded_or_stubbed(edition):
 
 
 def test_the_command_line_refuses_to_write_into_the_sources():
-    run = subprocess.run([sys.executable, "-m", "course_lib.release", "learner", str(ROOT / "book" / "x")],
-                         cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "course_lib.release", "learner", str(ROOT / "book" / "x")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 1 and "refusing to write the learner edition" in run.stderr, run.stderr

@@ -18,15 +18,21 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from toy_chapter import toy_chapter
 
 from course_lib.exercises import REGISTRY, Check
 from course_lib.release.__main__ import main
 from course_lib.release.markers import BEGIN, END, RAISES_TAG, ReleaseError
-from course_lib.release.nbgrader import (apply_metadata, assignment_name, exercises_only,
-                                         expected_metadata, stale_metadata, write_course)
+from course_lib.release.nbgrader import (
+    apply_metadata,
+    assignment_name,
+    exercises_only,
+    expected_metadata,
+    stale_metadata,
+    write_course,
+)
 from course_lib.release.outline import read_exercises
 from course_lib.release.student import release_notebook
-from toy_chapter import toy_chapter
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "book").glob("[0-9][0-9]_*.ipynb"))
@@ -35,8 +41,14 @@ ROUND_TRIP_CHAPTERS = ["05", "06"]
 
 
 def meta(grade_id, solution=False, grade=False, locked=False, points=None):
-    out = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
-           "solution": solution, "task": False}
+    out = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
     return out if points is None else {**out, "points": points}
 
 
@@ -78,18 +90,33 @@ def test_metadata_validates_under_nbgrader():
     MetadataValidator().validate_nb(nb)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda nb: nb.cells[5].update(source=nb.cells[5].source.replace(":label: ex-causal\n", "")),
-     "needs a :label:"),
-    (lambda nb: nb.cells[5].update(source=nb.cells[5].source.replace(" · ★ · core · 10 min", "")),
-     "the stars are its points"),
-    (lambda nb: nb.cells.insert(3, nbformat.v4.new_code_cell(f"def f():\n    {BEGIN}\n    pass\n    {END}")),
-     "a solution or a check outside any exercise"),
-    (lambda nb: nb.cells.insert(3, nbformat.v4.new_code_cell("check_causal_mask(f)")),
-     "a solution or a check outside any exercise"),
-    (lambda nb: nb.cells.insert(3, nbformat.v4.new_markdown_cell("Put it between BEGIN SOLUTION and")),
-     "write the marker alone on its line"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda nb: nb.cells[5].update(source=nb.cells[5].source.replace(":label: ex-causal\n", "")),
+            "needs a :label:",
+        ),
+        (
+            lambda nb: nb.cells[5].update(source=nb.cells[5].source.replace(" · ★ · core · 10 min", "")),
+            "the stars are its points",
+        ),
+        (
+            lambda nb: nb.cells.insert(
+                3, nbformat.v4.new_code_cell(f"def f():\n    {BEGIN}\n    pass\n    {END}")
+            ),
+            "a solution or a check outside any exercise",
+        ),
+        (
+            lambda nb: nb.cells.insert(3, nbformat.v4.new_code_cell("check_causal_mask(f)")),
+            "a solution or a check outside any exercise",
+        ),
+        (
+            lambda nb: nb.cells.insert(3, nbformat.v4.new_markdown_cell("Put it between BEGIN SOLUTION and")),
+            "write the marker alone on its line",
+        ),
+    ],
+)
 def test_what_stands_in_the_way_is_named(change, message):
     nb = toy_chapter()
     change(nb)
@@ -133,9 +160,14 @@ def test_nbgrader_preprocessors_give_our_student_edition():
     nb = toy_chapter()
     apply_metadata(nb, "toy")
     theirs, resources = copy.deepcopy(nb), {"unique_key": "toy"}
-    for step in (StudentEdition(), LockCells(), ClearOutput(),
-                 ClearSolutions(code_stub={"python": STUB}, begin_solution_delimeter=BEGIN,
-                                end_solution_delimeter=END)):
+    for step in (
+        StudentEdition(),
+        LockCells(),
+        ClearOutput(),
+        ClearSolutions(
+            code_stub={"python": STUB}, begin_solution_delimeter=BEGIN, end_solution_delimeter=END
+        ),
+    ):
         theirs, resources = step.preprocess(theirs, resources)
     ours = copy.deepcopy(nb)
     release_notebook(ours, "toy")
@@ -154,9 +186,16 @@ def test_exercises_only_keeps_the_section_and_the_setup_it_needs():
     assert sources[4] == nb.cells[5].source and sources[-1] == nb.cells[13].source
     assert not any("Check your understanding" in s or "demo" in s for s in sources)
     assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in out.cells[4:]] == [
-        "ex-causal-statement", "ex-causal-solution", "ex-causal-check", None,
-        "ex-saturation-statement", "ex-saturation-solution", "ex-saturation-given",
-        "ex-saturation-check", None]
+        "ex-causal-statement",
+        "ex-causal-solution",
+        "ex-causal-check",
+        None,
+        "ex-saturation-statement",
+        "ex-saturation-solution",
+        "ex-saturation-given",
+        "ex-saturation-check",
+        None,
+    ]
 
 
 def test_exercises_only_cuts_cells_at_the_section_headings():
@@ -201,10 +240,19 @@ def test_course_directory(tmp_path, only, capsys):
 def nbgrader_command(course: Path, *args: str, timeout=900) -> str:
     """Run the nbgrader of this environment in the course directory; return its log."""
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    run = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=course, env=env, text=True,
-                         capture_output=True, timeout=timeout)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    run = subprocess.run(
+        [str(bin_dir / "nbgrader"), *args],
+        cwd=course,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
     log = run.stdout + run.stderr
     assert run.returncode == 0 and "ERROR" not in log, log[-4000:]
     return log
@@ -216,11 +264,18 @@ def labelled_copy(path: Path, dest: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            cell.source = re.sub(r"^([ \t]*(?:`{3,}|:{3,})\{exercise\}[ \t]+.+?)[ \t]*$",
-                                 r"\1 · ★★ · core · 15 min", cell.source, flags=re.MULTILINE)
+            cell.source = re.sub(
+                r"^([ \t]*(?:`{3,}|:{3,})\{exercise\}[ \t]+.+?)[ \t]*$",
+                r"\1 · ★★ · core · 15 min",
+                cell.source,
+                flags=re.MULTILINE,
+            )
     if path.name.startswith("05"):
-        end = next(i for i, c in enumerate(nb.cells)
-                   if c.cell_type == "markdown" and "## Check your understanding" in c.source)
+        end = next(
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "markdown" and "## Check your understanding" in c.source
+        )
         nb.cells[end:end] = [copy.deepcopy(c) for c in toy_chapter().cells[9:14]]
         nb.cells[end + 2].source = nb.cells[end + 2].source.replace("{n_keys}", "16")
     apply_metadata(nb, path.name)
@@ -250,12 +305,17 @@ def with_a_typical_mistake(nb):
         lines = cell.source.split("\n")
         begin = next(n for n, line in enumerate(lines) if line.strip() == BEGIN)
         end = next(n for n, line in enumerate(lines) if line.strip() == END)
-        fn = next(node for node in ast.walk(ast.parse(cell.source))
-                  if isinstance(node, ast.FunctionDef) and node.lineno <= begin < node.end_lineno)
-        indent = lines[begin][:len(lines[begin]) - len(lines[begin].lstrip())]
+        fn = next(
+            node
+            for node in ast.walk(ast.parse(cell.source))
+            if isinstance(node, ast.FunctionDef) and node.lineno <= begin < node.end_lineno
+        )
+        indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
         args = ", ".join(a.arg for a in fn.args.args)
-        lines[begin:end + 1] = [f"{indent}from course_lib.exercises import REGISTRY",
-                                f"{indent}return REGISTRY[{record.name!r}].mistakes[0].fn({args})"]
+        lines[begin : end + 1] = [
+            f"{indent}from course_lib.exercises import REGISTRY",
+            f"{indent}return REGISTRY[{record.name!r}].mistakes[0].fn({args})",
+        ]
         cell.source = "\n".join(lines)
         return nb, nb.cells[ex.checks[0]].metadata["nbgrader"]["grade_id"]
     raise AssertionError("no function exercise to make a mistake in")
@@ -271,8 +331,11 @@ def scores(course: Path, assignment: str, student: str) -> tuple[float, float, d
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("only, chapters", [(False, ROUND_TRIP_CHAPTERS), (True, ROUND_TRIP_CHAPTERS[:1])],
-                         ids=["whole chapters", "exercises only"])
+@pytest.mark.parametrize(
+    "only, chapters",
+    [(False, ROUND_TRIP_CHAPTERS), (True, ROUND_TRIP_CHAPTERS[:1])],
+    ids=["whole chapters", "exercises only"],
+)
 def test_round_trip_through_nbgrader(book_root, tmp_path, only, chapters):
     """Minutes: every submission is executed. Exercises-only runs on one chapter (it was also
     measured on 06: the same scores)."""
@@ -302,7 +365,9 @@ def test_round_trip_through_nbgrader(book_root, tmp_path, only, chapters):
         full, maximum, _ = scores(course, assignment, "instructor")
         untouched, _, _ = scores(course, assignment, "untouched")
         partial, _, grades = scores(course, assignment, "mistake")
-        print(f"{assignment}: instructor {full}/{maximum}, untouched {untouched}, "
-              f"typical mistake {partial}; autograde of the 3 submissions {seconds:.0f} s")
+        print(
+            f"{assignment}: instructor {full}/{maximum}, untouched {untouched}, "
+            f"typical mistake {partial}; autograde of the 3 submissions {seconds:.0f} s"
+        )
         assert maximum >= 6 and full == maximum and untouched == 0
         assert 0 < partial < maximum and grades[mistaken_check] == 0

@@ -58,15 +58,15 @@ def my_causal(T):
     ### END SOLUTION
 '''
 
-TOP_LEVEL_CELL = '''### BEGIN SOLUTION
+TOP_LEVEL_CELL = """### BEGIN SOLUTION
 answer_f = 42  # solution line F
 ### END SOLUTION
 print("after the region")
-'''
+"""
 
 CHECK_CELL = "from course_lib.exercises import check_causal_mask\ncheck_causal_mask(my_causal)"
 
-EXERCISE_MD = '''## Exercise
+EXERCISE_MD = """## Exercise
 
 ````{exercise}
 :label: ex-score
@@ -82,22 +82,29 @@ secret_backtick_code = 1
 ````
 
 Text after the solution stays.
-'''
+"""
 
-COLON_MD = ''':::{solution} ex-causal
+COLON_MD = """:::{solution} ex-causal
 Colon solution prose SECRET_COLON.
 :::
-'''
+"""
 
-GATE_START_MD = '''```{solution-start} ex-gated
+GATE_START_MD = """```{solution-start} ex-gated
 :label: sol-gated
 ```
 Gated prose SECRET_GATED_PROSE.
-'''
+"""
 GATE_END_MD = "```{solution-end}\n```\nAfter the gate, kept."
 
-SECRETS = ["SECRET_BACKTICK", "secret_backtick_code", "SECRET_COLON", "SECRET_GATED_PROSE",
-           "SECRET_GATED_CODE", "SECRET_TAGGED", "{solution"]
+SECRETS = [
+    "SECRET_BACKTICK",
+    "secret_backtick_code",
+    "SECRET_COLON",
+    "SECRET_GATED_PROSE",
+    "SECRET_GATED_CODE",
+    "SECRET_TAGGED",
+    "{solution",
+]
 
 
 def outputs(text):
@@ -122,9 +129,10 @@ def synthetic_notebook():
         tagged,
         new_code_cell("print('kept')", execution_count=8, outputs=outputs("kept\n")),
     ]
-    return new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3",
-                                                              "display_name": "Python 3",
-                                                              "language": "python"}})
+    return new_notebook(
+        cells=cells,
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
 
 
 def region_lines(source):
@@ -143,13 +151,14 @@ def region_lines(source):
 def book(tmp_path):
     src = tmp_path / "src"
     (src / "book" / "images").mkdir(parents=True)
-    (src / "_config.yml").write_text("title: Test\nlogo: logo.png\n"
-                                     "bibtex_bibfiles:\n  - references.bib\n"
-                                     "exclude_patterns: [_build, .venv, tests]\n")
+    (src / "_config.yml").write_text(
+        "title: Test\nlogo: logo.png\n"
+        "bibtex_bibfiles:\n  - references.bib\n"
+        "exclude_patterns: [_build, .venv, tests]\n"
+    )
     (src / "tests").mkdir()
     (src / "tests" / "test_solutions.py").write_text("SECRET = 1\n")  # excluded: not copied
-    (src / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
-                                  "- file: book/chapter\n")
+    (src / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n- file: book/chapter\n")
     (src / "logo.png").write_bytes(b"\x89PNG")
     (src / "references.bib").write_text("@book{x, title={X}}\n")
     (src / "book" / "images" / "fig.svg").write_text("<svg/>")
@@ -183,16 +192,27 @@ def student(book, tmp_path, capsys):
 def test_files_copied(student):
     out, stats = student
     names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert names == ["_config.yml", "_toc.yml", "book/chapter.ipynb", "book/images/fig.svg",
-                     "book/intro.md", "logo.png", "references.bib"]
+    assert names == [
+        "_config.yml",
+        "_toc.yml",
+        "book/chapter.ipynb",
+        "book/images/fig.svg",
+        "book/intro.md",
+        "logo.png",
+        "references.bib",
+    ]
     assert (stats.notebooks, stats.pages) == (1, 1)
 
 
 def test_no_solution_line_leaks(student):
     out, stats = student
     text = all_text(out)
-    solution = [ln for cell in synthetic_notebook().cells if cell.cell_type == "code"
-                for ln in region_lines(cell.source)]
+    solution = [
+        ln
+        for cell in synthetic_notebook().cells
+        if cell.cell_type == "code"
+        for ln in region_lines(cell.source)
+    ]
     assert len(solution) == 6
     for line in solution:
         assert line not in text
@@ -206,9 +226,13 @@ def test_stubs_keep_signature_docstring_and_indentation(student):
     nb = nbformat.read(out / "book" / "chapter.ipynb", as_version=4)
     score = nb.cells[3].source
     assert score.splitlines() == [
-        "import math", "", "def my_score(q, k):",
+        "import math",
+        "",
+        "def my_score(q, k):",
         '    """Scaled dot-product scores, (..., T_q, T_k)."""',
-        "    # Your code: scale by sqrt(d_k).", "    " + STUB]
+        "    # Your code: scale by sqrt(d_k).",
+        "    " + STUB,
+    ]
     two = nb.cells[4].source
     assert "        " + STUB in two.splitlines()  # the method body, 8 spaces
     assert "    " + STUB in two.splitlines()  # the function body, 4 spaces
@@ -244,13 +268,21 @@ def test_directives_and_gated_cells_removed(student):
 
 def test_cli(book, tmp_path):
     out = tmp_path / "cli"
-    run = subprocess.run([sys.executable, "-m", "course_lib.release", "student", str(out),
-                          "--src", str(book)], capture_output=True, text=True, cwd=REPO)
+    run = subprocess.run(
+        [sys.executable, "-m", "course_lib.release", "student", str(out), "--src", str(book)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert run.returncode == 0, run.stderr
     assert "1 notebooks and 1 markdown pages processed: 4 solution regions stubbed" in run.stdout
     assert "SECRET_BACKTICK" not in all_text(out)
-    again = subprocess.run([sys.executable, "-m", "course_lib.release", "student", str(out),
-                            "--src", str(book)], capture_output=True, text=True, cwd=REPO)
+    again = subprocess.run(
+        [sys.executable, "-m", "course_lib.release", "student", str(out), "--src", str(book)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert again.returncode == 1 and "not empty (use --force" in again.stderr
 
 
@@ -261,12 +293,17 @@ def test_refuses_to_overwrite_the_sources(book):
         release_student(book, book / "book" / "out")
 
 
-@pytest.mark.parametrize("source, message", [
-    ("def f():\n    ### BEGIN SOLUTION\n    return 1\n", "'### BEGIN SOLUTION' on line 2 has no"),
-    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n",
-     "nested '### BEGIN SOLUTION' on line 2"),
-    ("x = 1\n### END SOLUTION\n", "'### END SOLUTION' on line 2 without"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("def f():\n    ### BEGIN SOLUTION\n    return 1\n", "'### BEGIN SOLUTION' on line 2 has no"),
+        (
+            "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n",
+            "nested '### BEGIN SOLUTION' on line 2",
+        ),
+        ("x = 1\n### END SOLUTION\n", "'### END SOLUTION' on line 2 without"),
+    ],
+)
 def test_unbalanced_markers_are_errors(source, message, tmp_path):
     nb = new_notebook(cells=[new_markdown_cell("# T"), new_code_cell(source)])
     with pytest.raises(ReleaseError) as info:
@@ -277,8 +314,11 @@ def test_unbalanced_markers_are_errors(source, message, tmp_path):
 def test_unbalanced_begin_fails_the_cli(book, tmp_path):
     nb = new_notebook(cells=[new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n")])
     nbformat.write(nb, book / "book" / "broken.ipynb")
-    run = subprocess.run([sys.executable, "-m", "course_lib.release", "student",
-                          str(tmp_path / "o"), "--src", str(book)], capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "course_lib.release", "student", str(tmp_path / "o"), "--src", str(book)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 1 and "book/broken.ipynb, cell 0" in run.stderr
 
 
@@ -294,16 +334,19 @@ def test_literal_code_blocks_are_kept():
 
 
 def test_markers_with_trailing_spaces_and_tabs():
-    source, n = stub_solutions("def f():\n\t### BEGIN SOLUTION  \n\treturn 1\n\t### END SOLUTION\n",
-                               "x")
+    source, n = stub_solutions("def f():\n\t### BEGIN SOLUTION  \n\treturn 1\n\t### END SOLUTION\n", "x")
     assert n == 1 and source == f"def f():\n\t{STUB}\n"
 
 
 # ---- the real book -------------------------------------------------------------------------
-REAL_NOTEBOOKS = sorted(p.relative_to(REPO) for p in (REPO / "book").rglob("*.ipynb")
-                        if not {".ipynb_checkpoints", "_build"} & set(p.parts))
-needs_notebooks = pytest.mark.skipif(not REAL_NOTEBOOKS,
-                                     reason="the repository has no notebook under book/ yet")
+REAL_NOTEBOOKS = sorted(
+    p.relative_to(REPO)
+    for p in (REPO / "book").rglob("*.ipynb")
+    if not {".ipynb_checkpoints", "_build"} & set(p.parts)
+)
+needs_notebooks = pytest.mark.skipif(
+    not REAL_NOTEBOOKS, reason="the repository has no notebook under book/ yet"
+)
 REAL_PARAMS = [pytest.param(p, id=str(p)) for p in REAL_NOTEBOOKS] or [None]
 ALLOWED_ERRORS = {"NotImplementedError", "ExerciseNotAttempted"}
 
@@ -332,14 +375,14 @@ def test_real_book_leaks_no_solution(rel, real_student):
     the instructor sources outside solution regions (lines like `return out` are common), unless
     it is a line of course_lib itself, which students get and the chapters display."""
     nb = nbformat.read(REPO / rel, as_version=4)
-    solution = Counter(ln for c in nb.cells if c.cell_type == "code"
-                       for ln in region_lines(c.source))
+    solution = Counter(ln for c in nb.cells if c.cell_type == "code" for ln in region_lines(c.source))
     public = line_counts(nb, with_outputs=False)
     public.subtract(solution)
     student_nb = nbformat.read(real_student / rel, as_version=4)
     student = line_counts(student_nb, with_outputs=True)
-    library = {ln.strip() for path in (REPO / "course_lib").rglob("*.py")
-               for ln in path.read_text().splitlines()}
+    library = {
+        ln.strip() for path in (REPO / "course_lib").rglob("*.py") for ln in path.read_text().splitlines()
+    }
     leaked = [ln for ln in solution if student[ln] > max(public[ln], 0) and ln not in library]
     assert not leaked, f"{rel}: solution lines in the student edition: {leaked}"
     for cell in student_nb.cells:
@@ -363,17 +406,20 @@ def test_the_student_edition_nbval_runs_is_current(rel, real_student):
         pytest.skip(f"{STUDENT_DIR} is not written: run `make student`")
     ours = nbformat.read(STUDENT_DIR / rel, as_version=4)
     fresh = nbformat.read(real_student / rel, as_version=4)
-    assert [(c.cell_type, c.source, c.get("outputs")) for c in ours.cells] == \
-        [(c.cell_type, c.source, c.get("outputs")) for c in fresh.cells], \
-        f"{STUDENT_DIR / rel} is stale: run `make student`"
+    assert [(c.cell_type, c.source, c.get("outputs")) for c in ours.cells] == [
+        (c.cell_type, c.source, c.get("outputs")) for c in fresh.cells
+    ], f"{STUDENT_DIR / rel} is stale: run `make student`"
 
 
 HOOK_CELLS = [
     ("def check_lenient(f):\n    return None  # passes whatever it is given", None),
     ("check_lenient(print)", "it raised nothing"),
     ("check_missing(my_function)", "it raised ['NameError']"),
-    ("from course_lib.exercises import ExerciseNotAttempted\n\n"
-     "def check_strict(f):\n    raise ExerciseNotAttempted('not implemented yet')", None),
+    (
+        "from course_lib.exercises import ExerciseNotAttempted\n\n"
+        "def check_strict(f):\n    raise ExerciseNotAttempted('not implemented yet')",
+        None,
+    ),
     ("check_strict(print)", None),
     (STUB, None),
     ("raise ValueError('an error the chapter shows on purpose')", None),
@@ -385,15 +431,35 @@ def test_nbval_holds_student_cells_to_the_errors_they_must_raise(tmp_path):
     """nbval alone would pass every cell below; the repository's conftest.py fails the check
     that passes on a stub and the one that raises a NameError."""
     tagged = {"tags": ["raises-exception"]}
-    cells = [new_code_cell(src, metadata={} if i in (0, 3) else dict(tagged))
-             for i, (src, _) in enumerate(HOOK_CELLS)]
-    nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "language": "python",
-                                                            "display_name": "Python 3"}})
+    cells = [
+        new_code_cell(src, metadata={} if i in (0, 3) else dict(tagged))
+        for i, (src, _) in enumerate(HOOK_CELLS)
+    ]
+    nb = new_notebook(
+        cells=cells,
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+    )
     nbformat.write(nb, tmp_path / "student.ipynb")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"),
-                          "-p", "conftest", "-p", "no:cacheprovider", "-q", "-rA",
-                          str(tmp_path / "student.ipynb")],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(REPO / "pyproject.toml"),
+            "-p",
+            "conftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            str(tmp_path / "student.ipynb"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     out = run.stdout
     for i, (_, failure) in enumerate(HOOK_CELLS):
         status = "FAILED" if failure else "PASSED"
@@ -407,14 +473,24 @@ def execute(path):
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     return nb
 
 
 def errors_of(nb):
-    return [(o.ename, o.evalue) for c in nb.cells if c.cell_type == "code"
-            for o in c.outputs if o.output_type == "error"]
+    return [
+        (o.ename, o.evalue)
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
 
 
 def test_synthetic_editions_run(book, student):
@@ -459,20 +535,26 @@ def test_instructor_pages_are_left_out(book, tmp_path):
     (book / "_toc.yml").write_text(
         "# a comment\nformat: jb-book\nroot: book/intro\nparts:\n"
         "  - caption: Chapters\n    chapters:\n      - file: book/chapter\n"
-        "  - caption: For instructors\n    chapters:\n      - file: book/instructor_guide\n")
+        "  - caption: For instructors\n    chapters:\n      - file: book/instructor_guide\n"
+    )
     out = tmp_path / "student"
     stats = release_student(book, out)
     assert not (out / "book" / "instructor_guide.md").exists()
     assert (out / "book" / "images" / "instructor_photo.svg").exists()
     assert "SECRET_GUIDE" not in all_text(out) and stats.pages == 1
     toc = yaml.safe_load((out / "_toc.yml").read_text())
-    assert toc == {"format": "jb-book", "root": "book/intro",
-                   "parts": [{"caption": "Chapters", "chapters": [{"file": "book/chapter"}]}]}
+    assert toc == {
+        "format": "jb-book",
+        "root": "book/intro",
+        "parts": [{"caption": "Chapters", "chapters": [{"file": "book/chapter"}]}],
+    }
 
 
 def test_toc_without_instructor_pages_is_copied_verbatim():
     text = "# keep this comment\nformat: jb-book\nroot: book/intro\nchapters:\n- file: book/a\n"
     assert release_toc(text) == text
-    nested = ("format: jb-book\nroot: book/intro\nchapters:\n- file: book/a\n  sections:\n"
-              "  - file: book/instructor_notes\n")
+    nested = (
+        "format: jb-book\nroot: book/intro\nchapters:\n- file: book/a\n  sections:\n"
+        "  - file: book/instructor_notes\n"
+    )
     assert yaml.safe_load(release_toc(nested))["chapters"] == [{"file": "book/a"}]

@@ -122,8 +122,10 @@ def site_texts(site: Path) -> dict[str, str]:
             continue
         if path.suffix == ".ipynb":
             nb = nbformat.read(path, as_version=4)
-            text = "\n".join(c.source + "\n" + json.dumps(c.get("outputs", []), ensure_ascii=False)
-                             .replace("\\n", "\n") for c in nb.cells)
+            text = "\n".join(
+                c.source + "\n" + json.dumps(c.get("outputs", []), ensure_ascii=False).replace("\\n", "\n")
+                for c in nb.cells
+            )
         elif path.suffix in (".html", ".js", ".md", ".txt", ".json"):
             text = path.read_text(encoding="utf-8", errors="replace")
             if path.suffix == ".html":
@@ -161,16 +163,18 @@ def test_student_site_shows_the_exercises_unsolved(student_site):
         stem = Path(page).stem
         download = student_site / "_sources" / "book" / f"{stem}.ipynb"
         assert download.exists()
-        assert (f"https://colab.research.google.com/github/{slug}/blob/{branch}/book/{stem}.ipynb"
-                in text), f"{page}: the Colab button does not open the student edition ({branch})"
+        assert f"https://colab.research.google.com/github/{slug}/blob/{branch}/book/{stem}.ipynb" in text, (
+            f"{page}: the Colab button does not open the student edition ({branch})"
+        )
         instructor = nbformat.read(ROOT / "book" / f"{stem}.ipynb", as_version=4)
         if not any(_BEGIN in c.source for c in instructor.cells):
             continue
         assert "NotImplementedError" in html.unescape(re.sub(r"<[^>]*>", "", text)), page
         student = nbformat.read(download, as_version=4)
         stubbed = [c for c in student.cells if c.cell_type == "code" and STUB in c.source]
-        checks = [c for c in student.cells if c.cell_type == "code"
-                  and re.search(r"\bcheck_\w+\s*\(", c.source)]
+        checks = [
+            c for c in student.cells if c.cell_type == "code" and re.search(r"\bcheck_\w+\s*\(", c.source)
+        ]
         assert stubbed and checks, f"{stem}: no stub or no check in the student notebook"
         assert all(c.outputs == [] for c in stubbed + checks), f"{stem}: outputs under a stub"
 
@@ -178,21 +182,20 @@ def test_student_site_shows_the_exercises_unsolved(student_site):
 def looked_for() -> dict[str, str]:
     """{squashed: line} of the solution lines worth looking for (long enough, not public)."""
     secret, public = secrets_and_public()
-    return {squash(s): s.strip() for s in secret
-            if len(squash(s)) >= MIN_SECRET and squash(s) not in public}
+    return {squash(s): s.strip() for s in secret if len(squash(s)) >= MIN_SECRET and squash(s) not in public}
 
 
 def find_leaks(site: Path) -> list[tuple[str, str]]:
     texts = site_texts(site)
-    return [(name, line) for name, text in texts.items()
-            for key, line in looked_for().items() if key in text]
+    return [(name, line) for name, text in texts.items() for key, line in looked_for().items() if key in text]
 
 
 def test_student_site_leaks_no_solution(student_site):
     secret, _ = secrets_and_public()
     assert secret, "the instructor book has no solution to hide: nothing tested"
-    assert len(looked_for()) >= len({squash(s) for s in secret if squash(s)}) // 2, \
+    assert len(looked_for()) >= len({squash(s) for s in secret if squash(s)}) // 2, (
         "most solution lines are also public: the test would prove little"
+    )
     texts = site_texts(student_site)
     assert any(name.endswith(".ipynb") for name in texts) and "searchindex.js" in texts
     leaks = find_leaks(student_site)

@@ -22,9 +22,11 @@ pytestmark = pytest.mark.site
 def _pages():
     if not SITE.exists():
         return []
-    return sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
-                  if "_static" not in p.parts and "_sources" not in p.parts
-                  and p.name not in SKIP_PAGES)
+    return sorted(
+        str(p.relative_to(SITE))
+        for p in SITE.rglob("*.html")
+        if "_static" not in p.parts and "_sources" not in p.parts and p.name not in SKIP_PAGES
+    )
 
 
 @pytest.mark.parametrize("path", _pages() or ["index.html"])
@@ -37,12 +39,12 @@ def test_page_is_offline_and_error_free(browser, server, path):
         # maths typeset: every .math element holds a MathJax container (hidden ones too)
         visit.page.wait_for_function(
             "[...document.querySelectorAll('.math')].every(e => e.querySelector('mjx-container'))",
-            timeout=15000)
+            timeout=15000,
+        )
         widgets = visit.page.locator("script[type='application/vnd.jupyter.widget-view+json']")
         if widgets.count():
             # every widget placeholder has been replaced by a rendered widget
-            visit.page.wait_for_selector(".cl-explorer, .widget-container, .jupyter-widgets",
-                                         timeout=15000)
+            visit.page.wait_for_selector(".cl-explorer, .widget-container, .jupyter-widgets", timeout=15000)
     finally:
         visit.close()
 
@@ -58,6 +60,7 @@ def test_search_finds_a_chapter(browser, server):
 
 
 # --- the explorers ---------------------------------------------------------
+
 
 def test_dk_explorer_reacts_without_a_kernel(browser, server):
     visit = PageVisit(browser, server, "book/05_scaled_dot_product_attention.html")
@@ -115,10 +118,12 @@ def test_launch_buttons_open_this_notebook_of_the_learner_edition(server):
     for nb in notebooks:
         html = (SITE / "book" / f"{nb.stem}.html").read_text()
         path = f"book/{nb.name}"
-        assert (f"https://colab.research.google.com/github/{slug}/blob/{branch}/{path}"
-                in html), f"no Colab button for {path} on {branch}"
-        assert f"https://mybinder.org/v2/gh/{slug}/{branch}?urlpath=lab/tree/{path}" in html, \
+        assert f"https://colab.research.google.com/github/{slug}/blob/{branch}/{path}" in html, (
+            f"no Colab button for {path} on {branch}"
+        )
+        assert f"https://mybinder.org/v2/gh/{slug}/{branch}?urlpath=lab/tree/{path}" in html, (
             f"no Binder button for {path} on {branch}"
+        )
         assert f"/{repo['branch']}/{path}" not in html and f"/{repo['branch']}?urlpath" not in html
 
 

@@ -42,7 +42,7 @@ def test_layer_head_explorer_reacts_without_a_kernel(browser, server):
         kind.select_option("1")
         assert root.get_attribute("data-frame") == "0|1|0|0"
         dec = _matrix(root)
-        assert all(v == 0 for i, row in enumerate(dec) for v in row[i + 1:])
+        assert all(v == 0 for i, row in enumerate(dec) for v in row[i + 1 :])
         assert explorer_stat(page, "layer_head", "future") == 0
 
         # heads and layers with the keyboard: the frame and the numbers change

@@ -30,7 +30,11 @@ def test_adding_batch_has_one_marker_in_each_half():
     assert torch.all(markers.sum(1) == 2)
     assert torch.all(markers[:, :6].sum(1) == 1) and torch.all(markers[:, 6:].sum(1) == 1)
     rows = torch.arange(500)
-    assert torch.all(markers[rows, where[:, 0]] == 1) and torch.all(where[:, 0] < 6) and torch.all(where[:, 1] >= 6)
+    assert (
+        torch.all(markers[rows, where[:, 0]] == 1)
+        and torch.all(where[:, 0] < 6)
+        and torch.all(where[:, 1] >= 6)
+    )
     assert torch.allclose(y, x[rows, where[:, 0], 0] + x[rows, where[:, 1], 0])
     with pytest.raises(ValueError, match="T must be an int >= 2"):
         adding.adding_batch(4, 1)

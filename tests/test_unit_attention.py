@@ -40,6 +40,7 @@ def assert_close(actual, expected, **kw):
 # Score functions
 # ---------------------------------------------------------------------------
 
+
 def test_dot_score_by_hand():
     q = t([[1, 2], [3, 4]])
     k = t([[1, 0], [0, 1], [1, 1]])
@@ -145,20 +146,41 @@ def test_location_score_depends_on_the_query_only():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: GeneralScore(3, 5)(torch.randn(4, 2), torch.randn(6, 5)), ValueError,
-         r"q of shape \(4, 2\) must have last dim d_q = 3, got 2"),
-        (lambda: GeneralScore(3, 5)(torch.randn(4, 3), torch.randn(6, 4)), ValueError,
-         r"k of shape \(6, 4\) must have last dim d_k = 5, got 4"),
-        (lambda: AdditiveScore(3, 5, 7)(torch.randn(4, 3), torch.randn(6, 3)), ValueError,
-         r"k of shape \(6, 3\) must have last dim d_k = 5, got 3"),
-        (lambda: AdditiveScore(3, 5, 7)(torch.randn(2, 4, 3), torch.randn(3, 6, 5)), ValueError,
-         r"batch dims .* q of shape \(2, 4, 3\), k of shape \(3, 6, 5\) do not broadcast"),
-        (lambda: AdditiveScore(3, 5, 7)([[1.0, 2.0, 3.0]], torch.randn(6, 5)), TypeError,
-         r"q must be a torch.Tensor, got list"),
-        (lambda: LocationScore(3, 6)(torch.randn(4, 2)), ValueError,
-         r"q of shape \(4, 2\) must have last dim d_q = 3, got 2"),
-        (lambda: LocationScore(3, 6)(torch.randn(4, 3), torch.randn(7, 5)), ValueError,
-         r"k of shape \(7, 5\) has 7 positions, more than the T_k = 6"),
+        (
+            lambda: GeneralScore(3, 5)(torch.randn(4, 2), torch.randn(6, 5)),
+            ValueError,
+            r"q of shape \(4, 2\) must have last dim d_q = 3, got 2",
+        ),
+        (
+            lambda: GeneralScore(3, 5)(torch.randn(4, 3), torch.randn(6, 4)),
+            ValueError,
+            r"k of shape \(6, 4\) must have last dim d_k = 5, got 4",
+        ),
+        (
+            lambda: AdditiveScore(3, 5, 7)(torch.randn(4, 3), torch.randn(6, 3)),
+            ValueError,
+            r"k of shape \(6, 3\) must have last dim d_k = 5, got 3",
+        ),
+        (
+            lambda: AdditiveScore(3, 5, 7)(torch.randn(2, 4, 3), torch.randn(3, 6, 5)),
+            ValueError,
+            r"batch dims .* q of shape \(2, 4, 3\), k of shape \(3, 6, 5\) do not broadcast",
+        ),
+        (
+            lambda: AdditiveScore(3, 5, 7)([[1.0, 2.0, 3.0]], torch.randn(6, 5)),
+            TypeError,
+            r"q must be a torch.Tensor, got list",
+        ),
+        (
+            lambda: LocationScore(3, 6)(torch.randn(4, 2)),
+            ValueError,
+            r"q of shape \(4, 2\) must have last dim d_q = 3, got 2",
+        ),
+        (
+            lambda: LocationScore(3, 6)(torch.randn(4, 3), torch.randn(7, 5)),
+            ValueError,
+            r"k of shape \(7, 5\) has 7 positions, more than the T_k = 6",
+        ),
     ],
 )
 def test_score_modules_reject_bad_input(call, error, match):
@@ -170,20 +192,44 @@ def test_score_modules_reject_bad_input(call, error, match):
 @pytest.mark.parametrize(
     "q, k, error, match",
     [
-        (torch.randn(3, 4), torch.randn(5, 6), ValueError,
-         r"q of shape \(3, 4\) and k of shape \(5, 6\) must have the same last dim d, got 4 and 6"),
-        (torch.randn(2, 3, 4), torch.randn(3, 5, 4), ValueError,
-         r"batch dims .* q of shape \(2, 3, 4\), k of shape \(3, 5, 4\) do not broadcast"),
-        (torch.randn(4), torch.randn(5, 4), ValueError,
-         r"q must have shape \(\.\.\., T_q, d\), got shape \(4,\)"),
-        (torch.randn(3, 4), torch.randn(4), ValueError,
-         r"k must have shape \(\.\.\., T_k, d\), got shape \(4,\)"),
+        (
+            torch.randn(3, 4),
+            torch.randn(5, 6),
+            ValueError,
+            r"q of shape \(3, 4\) and k of shape \(5, 6\) must have the same last dim d, got 4 and 6",
+        ),
+        (
+            torch.randn(2, 3, 4),
+            torch.randn(3, 5, 4),
+            ValueError,
+            r"batch dims .* q of shape \(2, 3, 4\), k of shape \(3, 5, 4\) do not broadcast",
+        ),
+        (
+            torch.randn(4),
+            torch.randn(5, 4),
+            ValueError,
+            r"q must have shape \(\.\.\., T_q, d\), got shape \(4,\)",
+        ),
+        (
+            torch.randn(3, 4),
+            torch.randn(4),
+            ValueError,
+            r"k must have shape \(\.\.\., T_k, d\), got shape \(4,\)",
+        ),
         (np.ones((3, 4)), torch.randn(5, 4), TypeError, r"q must be a torch.Tensor, got ndarray"),
         (torch.randn(3, 4), [[1.0] * 4], TypeError, r"k must be a torch.Tensor, got list"),
-        (torch.ones(3, 4, dtype=torch.long), torch.randn(5, 4), TypeError,
-         r"q must be a floating-point tensor, got dtype torch.int64"),
-        (torch.randn(3, 4), torch.randn(5, 4, dtype=D), TypeError,
-         r"one dtype .* q is torch.float32, k is torch.float64"),
+        (
+            torch.ones(3, 4, dtype=torch.long),
+            torch.randn(5, 4),
+            TypeError,
+            r"q must be a floating-point tensor, got dtype torch.int64",
+        ),
+        (
+            torch.randn(3, 4),
+            torch.randn(5, 4, dtype=D),
+            TypeError,
+            r"one dtype .* q is torch.float32, k is torch.float64",
+        ),
     ],
 )
 def test_score_functions_reject_bad_input(score, q, k, error, match):
@@ -194,6 +240,7 @@ def test_score_functions_reject_bad_input(score, q, k, error, match):
 # ---------------------------------------------------------------------------
 # masked_softmax
 # ---------------------------------------------------------------------------
+
 
 def test_masked_softmax_without_mask_is_softmax():
     scores = randn(2, 3, 4, seed=17)
@@ -253,10 +300,16 @@ def test_masked_softmax_fully_masked_row_gives_zeros_and_finite_gradients(kind):
 @pytest.mark.parametrize(
     "mask, error, match",
     [
-        (torch.ones(2, 5, dtype=torch.bool), ValueError,
-         r"mask of shape \(2, 5\) does not broadcast to the scores' shape \(4, 3, 7\)"),
-        (torch.ones(2, 4, 3, 7, dtype=torch.bool), ValueError,
-         r"mask of shape \(2, 4, 3, 7\) does not broadcast to the scores' shape \(4, 3, 7\)"),
+        (
+            torch.ones(2, 5, dtype=torch.bool),
+            ValueError,
+            r"mask of shape \(2, 5\) does not broadcast to the scores' shape \(4, 3, 7\)",
+        ),
+        (
+            torch.ones(2, 4, 3, 7, dtype=torch.bool),
+            ValueError,
+            r"mask of shape \(2, 4, 3, 7\) does not broadcast to the scores' shape \(4, 3, 7\)",
+        ),
         (torch.ones(3, 7, dtype=torch.long), TypeError, r"mask must be bool .* got dtype torch.int64"),
         ([[True] * 7] * 3, TypeError, r"mask must be a bool or float torch.Tensor, got list"),
     ],
@@ -283,6 +336,7 @@ def test_masked_softmax_rejects_bad_scores(scores, error, match):
 # attend
 # ---------------------------------------------------------------------------
 
+
 def test_attend_by_hand():
     scores = t([[math.log(3), 0.0], [0.0, 0.0]])  # softmax rows: [3/4, 1/4] and [1/2, 1/2]
     values = t([[4.0, 0.0], [0.0, 8.0]])
@@ -303,15 +357,30 @@ def test_attend_with_mask_and_batch_dims():
 @pytest.mark.parametrize(
     "scores, values, mask, error, match",
     [
-        (torch.randn(2, 3, 5), torch.randn(2, 4, 8), None, ValueError,
-         r"scores of shape \(2, 3, 5\) weigh 5 keys, so values must have shape "
-         r"\(\.\.\., 5, d_v\), got \(2, 4, 8\)"),
-        (torch.randn(2, 3, 5), torch.randn(3, 5, 8), None, ValueError,
-         r"batch dims .* scores of shape \(2, 3, 5\), values of shape \(3, 5, 8\) do not broadcast"),
+        (
+            torch.randn(2, 3, 5),
+            torch.randn(2, 4, 8),
+            None,
+            ValueError,
+            r"scores of shape \(2, 3, 5\) weigh 5 keys, so values must have shape "
+            r"\(\.\.\., 5, d_v\), got \(2, 4, 8\)",
+        ),
+        (
+            torch.randn(2, 3, 5),
+            torch.randn(3, 5, 8),
+            None,
+            ValueError,
+            r"batch dims .* scores of shape \(2, 3, 5\), values of shape \(3, 5, 8\) do not broadcast",
+        ),
         (torch.randn(3, 5), torch.randn(5), None, ValueError, r"values must have shape \(\.\.\., T_k, d_v\)"),
         (torch.randn(3, 5), "values", None, TypeError, r"values must be a torch.Tensor, got str"),
-        (torch.randn(3, 5), torch.randn(5, 2), torch.ones(3, 4, dtype=torch.bool), ValueError,
-         r"mask of shape \(3, 4\) does not broadcast to the scores' shape \(3, 5\)"),
+        (
+            torch.randn(3, 5),
+            torch.randn(5, 2),
+            torch.ones(3, 4, dtype=torch.bool),
+            ValueError,
+            r"mask of shape \(3, 4\) does not broadcast to the scores' shape \(3, 5\)",
+        ),
     ],
 )
 def test_attend_rejects_bad_input(scores, values, mask, error, match):
@@ -408,32 +477,104 @@ def test_sdpa_causal_and_padding_combined():
 @pytest.mark.parametrize(
     "q, k, v, mask, error, match",
     [
-        (torch.randn(3, 4), torch.randn(5, 6), torch.randn(5, 2), None, ValueError,
-         r"q of shape \(3, 4\) and k of shape \(5, 6\) must have the same last dim d, got 4 and 6"),
-        (torch.randn(3, 4), torch.randn(5, 4), torch.randn(6, 2), None, ValueError,
-         r"k of shape \(5, 4\) and v of shape \(6, 2\) must have the same number of positions "
-         r"T_k, got 5 and 6"),
-        (torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(3, 5, 2), None, ValueError,
-         r"batch dims .* q of shape \(2, 3, 4\), k of shape \(2, 5, 4\), v of shape \(3, 5, 2\) "
-         r"do not broadcast"),
-        (torch.randn(2, 3, 4), torch.randn(4, 5, 4), torch.randn(4, 5, 2), None, ValueError,
-         r"batch dims .* q of shape \(2, 3, 4\), k of shape \(4, 5, 4\) do not broadcast"),
-        (torch.randn(3, 4), torch.randn(5, 4), [1.0, 2.0], None, TypeError,
-         r"v must be a torch.Tensor, got list"),
-        (None, torch.randn(5, 4), torch.randn(5, 2), None, TypeError,
-         r"q must be a torch.Tensor, got NoneType"),
-        (torch.randn(3, 4), torch.randn(5, 4), torch.randn(5), None, ValueError,
-         r"v must have shape \(\.\.\., T_k, d_v\), got shape \(5,\)"),
-        (torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2, dtype=D), None, TypeError,
-         r"q is torch.float32, k is torch.float32, v is torch.float64"),
-        (torch.randn(4, 3, 8), torch.randn(4, 7, 8), torch.randn(4, 7, 2), torch.ones(2, 5, dtype=torch.bool),
-         ValueError, r"mask of shape \(2, 5\) does not broadcast to the scores' shape \(4, 3, 7\)"),
-        (torch.randn(4, 3, 8), torch.randn(4, 7, 8), torch.randn(4, 7, 2), torch.ones(7, 3, dtype=torch.bool),
-         ValueError, r"mask of shape \(7, 3\) does not broadcast to the scores' shape \(4, 3, 7\)"),
-        (torch.randn(3, 8), torch.randn(7, 8), torch.randn(7, 2), torch.ones(3, 7, dtype=torch.int32),
-         TypeError, r"mask must be bool \(True = allowed\) or floating-point .* got dtype torch.int32"),
-        (torch.randn(3, 8), torch.randn(7, 8), torch.randn(7, 2), 0.0,
-         TypeError, r"mask must be a bool or float torch.Tensor, got float"),
+        (
+            torch.randn(3, 4),
+            torch.randn(5, 6),
+            torch.randn(5, 2),
+            None,
+            ValueError,
+            r"q of shape \(3, 4\) and k of shape \(5, 6\) must have the same last dim d, got 4 and 6",
+        ),
+        (
+            torch.randn(3, 4),
+            torch.randn(5, 4),
+            torch.randn(6, 2),
+            None,
+            ValueError,
+            r"k of shape \(5, 4\) and v of shape \(6, 2\) must have the same number of positions "
+            r"T_k, got 5 and 6",
+        ),
+        (
+            torch.randn(2, 3, 4),
+            torch.randn(2, 5, 4),
+            torch.randn(3, 5, 2),
+            None,
+            ValueError,
+            r"batch dims .* q of shape \(2, 3, 4\), k of shape \(2, 5, 4\), v of shape \(3, 5, 2\) "
+            r"do not broadcast",
+        ),
+        (
+            torch.randn(2, 3, 4),
+            torch.randn(4, 5, 4),
+            torch.randn(4, 5, 2),
+            None,
+            ValueError,
+            r"batch dims .* q of shape \(2, 3, 4\), k of shape \(4, 5, 4\) do not broadcast",
+        ),
+        (
+            torch.randn(3, 4),
+            torch.randn(5, 4),
+            [1.0, 2.0],
+            None,
+            TypeError,
+            r"v must be a torch.Tensor, got list",
+        ),
+        (
+            None,
+            torch.randn(5, 4),
+            torch.randn(5, 2),
+            None,
+            TypeError,
+            r"q must be a torch.Tensor, got NoneType",
+        ),
+        (
+            torch.randn(3, 4),
+            torch.randn(5, 4),
+            torch.randn(5),
+            None,
+            ValueError,
+            r"v must have shape \(\.\.\., T_k, d_v\), got shape \(5,\)",
+        ),
+        (
+            torch.randn(3, 4),
+            torch.randn(5, 4),
+            torch.randn(5, 2, dtype=D),
+            None,
+            TypeError,
+            r"q is torch.float32, k is torch.float32, v is torch.float64",
+        ),
+        (
+            torch.randn(4, 3, 8),
+            torch.randn(4, 7, 8),
+            torch.randn(4, 7, 2),
+            torch.ones(2, 5, dtype=torch.bool),
+            ValueError,
+            r"mask of shape \(2, 5\) does not broadcast to the scores' shape \(4, 3, 7\)",
+        ),
+        (
+            torch.randn(4, 3, 8),
+            torch.randn(4, 7, 8),
+            torch.randn(4, 7, 2),
+            torch.ones(7, 3, dtype=torch.bool),
+            ValueError,
+            r"mask of shape \(7, 3\) does not broadcast to the scores' shape \(4, 3, 7\)",
+        ),
+        (
+            torch.randn(3, 8),
+            torch.randn(7, 8),
+            torch.randn(7, 2),
+            torch.ones(3, 7, dtype=torch.int32),
+            TypeError,
+            r"mask must be bool \(True = allowed\) or floating-point .* got dtype torch.int32",
+        ),
+        (
+            torch.randn(3, 8),
+            torch.randn(7, 8),
+            torch.randn(7, 2),
+            0.0,
+            TypeError,
+            r"mask must be a bool or float torch.Tensor, got float",
+        ),
     ],
 )
 def test_sdpa_rejects_bad_input(q, k, v, mask, error, match):
@@ -444,6 +585,7 @@ def test_sdpa_rejects_bad_input(q, k, v, mask, error, match):
 # ---------------------------------------------------------------------------
 # Masks
 # ---------------------------------------------------------------------------
+
 
 def test_causal_mask_contents():
     assert causal_mask(3).tolist() == [

@@ -6,8 +6,18 @@ import pytest
 import torch
 
 from course_lib import data
-from course_lib.data import (DATE_FORMATS, Vocab, batches, char_corpus, copy_pairs, date_pairs,
-                             encode_pairs, lm_batch, pad_batch, split_text)
+from course_lib.data import (
+    DATE_FORMATS,
+    Vocab,
+    batches,
+    char_corpus,
+    copy_pairs,
+    date_pairs,
+    encode_pairs,
+    lm_batch,
+    pad_batch,
+    split_text,
+)
 
 
 def test_vocab_round_trip_and_specials():
@@ -16,7 +26,7 @@ def test_vocab_round_trip_and_specials():
     ids = v.encode("hold", bos=True, eos=True)
     assert ids[0] == v.bos_id and ids[-1] == v.eos_id
     assert v.decode(ids) == "hold"
-    assert v.decode(v.encode("hq")) == "h"            # q is unknown -> <unk>, dropped by decode
+    assert v.decode(v.encode("hq")) == "h"  # q is unknown -> <unk>, dropped by decode
     assert v.decode(v.encode("ab") + [v.eos_id] + v.encode("lo")) == ""  # stops at <eos>
     assert v.decode(v.encode("lo") + [v.eos_id] + v.encode("ld")) == "lo"
     assert len(v) == 4 + len(set("helloworld"))
@@ -27,7 +37,7 @@ def test_vocab_without_unk_rejects_unknown_tokens():
     with pytest.raises(ValueError, match="'c' is not in the vocabulary"):
         v.encode("abc")
     with pytest.raises(ValueError, match="no <pad>"):
-        v.pad_id
+        _ = v.pad_id
 
 
 def test_date_pairs_are_correct_deterministic_and_varied():
@@ -100,10 +110,10 @@ def test_split_text_deals_out_whole_lines_in_proportion():
         first = [int(line[5:9]) for line in part.splitlines()]
         assert max(first) > 1800 and min(first) < 200
     assert split_text(text, (1.0, 0.0, 0.0))[0] == text
-    one_line = "the cat sat on the mat. " * 400                    # no line ends at all
+    one_line = "the cat sat on the mat. " * 400  # no line ends at all
     parts = split_text(one_line, (0.9, 0.05, 0.05), block=100)
     assert "".join(parts) != one_line and sum(map(len, parts)) == len(one_line)
-    assert [len(p) for p in parts] == [8600, 500, 500]                # 96 blocks of 100: 86 / 5 / 5
+    assert [len(p) for p in parts] == [8600, 500, 500]  # 96 blocks of 100: 86 / 5 / 5
     with pytest.raises(ValueError, match="sum to 1"):
         split_text(text, (0.5, 0.1))
     with pytest.raises(ValueError, match="block must be a positive"):
@@ -121,6 +131,7 @@ def test_char_corpus_held_out_text_is_like_the_training_text():
     def table_share(ids):
         text = corpus.vocab.decode(ids)
         return sum(c in "|-+=" for c in text) / len(text)
+
     train, val, test = (table_share(ids) for ids in (corpus.train, corpus.val, corpus.test))
     print(f"table characters: train {train:.3f}, val {val:.3f}, test {test:.3f}")
     assert abs(val - train) < 0.01 and abs(test - train) < 0.01
@@ -143,7 +154,7 @@ def test_length_batches_group_similar_lengths_and_trim_padding():
     for _ in range(20):  # one epoch: 400 / 20 batches
         b = next(it)
         S, T = b["src"].shape[1], b["tgt_in"].shape[1]
-        assert S == int(b["src_len"].max()) and T == S + 1  # copy: target = source + <eos>
+        assert int(b["src_len"].max()) == S and T == S + 1  # copy: target = source + <eos>
         assert b["tgt_out"].shape == (20, T) and (b["tgt_out"] != 0).sum(1).max() == T
         spreads.append(int(b["src_len"].max() - b["src_len"].min()))
         for src, n in zip(b["src"].tolist(), b["src_len"].tolist()):

@@ -52,8 +52,9 @@ def test_greedy_takes_the_argmax_and_sums_its_log_probabilities():
 def test_rows_stop_at_eos_and_are_filled_with_eos():
     table = torch.full((3, 3), -10.0)
     table[0, 1] = table[1, 2] = table[2, 0] = 0.0  # 0 -> 1 -> 2 (eos) -> 0
-    tokens, log_prob = decoding.greedy(TableModel(table).step, torch.tensor([0, 1]), torch.zeros(2),
-                                       max_len=6, eos_id=2)
+    tokens, log_prob = decoding.greedy(
+        TableModel(table).step, torch.tensor([0, 1]), torch.zeros(2), max_len=6, eos_id=2
+    )
     assert tokens.tolist() == [[1, 2], [2, 2]]  # the loop stops once every row is done
     lp = torch.tensor([-10.0, 0.0, -10.0]).log_softmax(-1)[1]  # log p of each sure step
     assert torch.allclose(log_prob, torch.stack([2 * lp, lp]), atol=1e-7)
@@ -66,7 +67,7 @@ def test_sampling_at_temperature_zero_is_greedy_and_a_beam_of_one_too():
     cold, lp_cold = decoding.sample(model.step, y0, torch.zeros(2), 7, temperature=0, eos_id=5)
     beam, lp_beam = decoding.beam_search(model.step, y0, torch.zeros(2), 7, beam_size=1, eos_id=5)
     assert torch.equal(greedy, cold) and torch.allclose(lp, lp_cold)
-    assert torch.equal(beam[:, 0, :greedy.shape[1]], greedy) and torch.allclose(lp_beam[:, 0], lp)
+    assert torch.equal(beam[:, 0, : greedy.shape[1]], greedy) and torch.allclose(lp_beam[:, 0], lp)
 
 
 def test_sampling_follows_the_distribution_at_each_temperature():
@@ -82,7 +83,9 @@ def test_top_k_keeps_the_k_most_likely_tokens():
     logits = torch.tensor([[0.1, 3.0, 2.0, -1.0, 2.5]])
     kept = decoding.top_k_filter(logits, 2)
     assert torch.isfinite(kept).tolist() == [[False, True, False, False, True]]
-    ids = decoding.sample_next(logits.repeat(5000, 1), 1.0, top_k=2, generator=torch.Generator().manual_seed(0))
+    ids = decoding.sample_next(
+        logits.repeat(5000, 1), 1.0, top_k=2, generator=torch.Generator().manual_seed(0)
+    )
     assert set(ids.tolist()) == {1, 4}
     with pytest.raises(ValueError, match="top_k must be a positive int"):
         decoding.top_k_filter(logits, 0)
@@ -120,16 +123,27 @@ def test_exhaustive_beam_search_finds_the_best_output(length_penalty):
         rank = _log_p(table, 0, seq) / len(seq) ** length_penalty
         if rank > best_rank + 1e-9:
             best, best_rank = seq, rank
-    tokens, log_p = decoding.beam_search(TableModel(table).step, torch.tensor([0]), torch.zeros(1), max_len,
-                                         beam_size=V ** max_len, eos_id=eos, length_penalty=length_penalty)
+    tokens, log_p = decoding.beam_search(
+        TableModel(table).step,
+        torch.tensor([0]),
+        torch.zeros(1),
+        max_len,
+        beam_size=V**max_len,
+        eos_id=eos,
+        length_penalty=length_penalty,
+    )
     assert tokens[0, 0, : len(best)].tolist() == best
     assert log_p[0, 0].item() / len(best) ** length_penalty == pytest.approx(best_rank, abs=1e-5)
 
 
 def test_select_rows_reorders_nested_states():
     cache = KVCache(torch.arange(6.0).view(3, 1, 2, 1), torch.arange(6.0).view(3, 1, 2, 1))
-    state = {"h": torch.arange(3), "pair": (torch.arange(3), torch.arange(3) * 2), "n": 5,
-             "caches": [cache, KVCache()]}
+    state = {
+        "h": torch.arange(3),
+        "pair": (torch.arange(3), torch.arange(3) * 2),
+        "n": 5,
+        "caches": [cache, KVCache()],
+    }
     out = decoding.select_rows(state, torch.tensor([2, 2, 0]))
     assert out["h"].tolist() == [2, 2, 0] and out["pair"][1].tolist() == [4, 4, 0]
     assert out["n"] == 5 and out["caches"][1].k is None

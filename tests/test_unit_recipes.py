@@ -31,14 +31,26 @@ def test_warmup_cosine_rises_then_decays_to_the_floor():
     steps, warmup = 100, 10
     lr = [recipes.warmup_cosine(s, steps, warmup, 0.1) for s in range(steps)]
     assert lr[0] == pytest.approx(0.1) and lr[warmup - 1] == pytest.approx(1.0)
-    assert all(a >= b for a, b in zip(lr[warmup:], lr[warmup + 1:]))  # then only down
+    assert all(a >= b for a, b in zip(lr[warmup:], lr[warmup + 1 :]))  # then only down
     assert lr[-1] == pytest.approx(0.1, abs=1e-3)
 
 
 def test_train_char_lm_learns_and_is_reproducible(corpus, one_thread):
-    runs = [recipes.train_char_lm("gru", corpus, steps=60, batch_size=16, seq_len=16, hidden_size=32,
-                                  eval_every=30, seed=1, progress=False) for _ in range(2)]
-    (model, history), (_, again) = runs
+    runs = [
+        recipes.train_char_lm(
+            "gru",
+            corpus,
+            steps=60,
+            batch_size=16,
+            seq_len=16,
+            hidden_size=32,
+            eval_every=30,
+            seed=1,
+            progress=False,
+        )
+        for _ in range(2)
+    ]
+    (_, history), (_, again) = runs
     assert history.train_loss == again.train_loss  # the seed fixes the init and the batches
     first, last = history.evals[0][1], history.evals[-1][1]
     assert [s for s, _ in history.evals] == [30, 60]
@@ -61,8 +73,9 @@ def test_train_seq2seq_learns_to_copy(one_thread):
     pairs = data.copy_pairs(2000, seed=0, min_len=1, max_len=4, alphabet="abcdef")
     held_out = data.copy_pairs(200, seed=1, min_len=1, max_len=4, alphabet="abcdef")
     seed_everything(0)
-    model = S.build_model(len(vocab), len(vocab), attention="luong", score="dot", hidden_size=32,
-                          embed_size=16)
+    model = S.build_model(
+        len(vocab), len(vocab), attention="luong", score="dot", hidden_size=32, embed_size=16
+    )
     recipes.train_seq2seq(model, pairs, vocab, vocab, steps=200, progress=False)
     metrics = S.evaluate(model, held_out, vocab, vocab)
     assert metrics["exact_match"] > 0.9, metrics
@@ -71,12 +84,21 @@ def test_train_seq2seq_learns_to_copy(one_thread):
 def test_train_transformer_learns_to_reverse(one_thread):
     vocab = data.Vocab.from_text("abcdef")
     pairs = [(s, s[::-1]) for s, _ in data.copy_pairs(3000, seed=0, min_len=2, max_len=5, alphabet="abcdef")]
-    held_out = [(s, s[::-1]) for s, _ in data.copy_pairs(200, seed=1, min_len=2, max_len=5, alphabet="abcdef")]
+    held_out = [
+        (s, s[::-1]) for s, _ in data.copy_pairs(200, seed=1, min_len=2, max_len=5, alphabet="abcdef")
+    ]
     seed_everything(0)
-    model = Transformer(len(vocab), len(vocab), d_model=32, num_heads=4, num_encoder_layers=1,
-                        num_decoder_layers=1, d_ff=64, dropout=0.0)
-    recipes.train_transformer(model, pairs, vocab, vocab, steps=250, label_smoothing=0.05,
-                              progress=False)
+    model = Transformer(
+        len(vocab),
+        len(vocab),
+        d_model=32,
+        num_heads=4,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=64,
+        dropout=0.0,
+    )
+    recipes.train_transformer(model, pairs, vocab, vocab, steps=250, label_smoothing=0.05, progress=False)
     src = data.encode_pairs(held_out, vocab, vocab)["src"]
     out = greedy_decode(model, src, 7, vocab.bos_id, vocab.eos_id)
     exact = sum(vocab.decode(row) == t for row, (_, t) in zip(out.tolist(), held_out)) / len(held_out)

@@ -37,10 +37,12 @@ def set_params(module, **values):
 # One step, by hand
 # ---------------------------------------------------------------------------
 
+
 def test_rnn_cell_by_hand():
     cell = RNNCell(2, 2).double()
-    set_params(cell, weight_ih=[[1, 0], [0, 2]], weight_hh=[[0, 1], [1, 0]],
-               bias_ih=[0.1, 0.2], bias_hh=[-0.3, 0.0])
+    set_params(
+        cell, weight_ih=[[1, 0], [0, 2]], weight_hh=[[0, 1], [1, 0]], bias_ih=[0.1, 0.2], bias_hh=[-0.3, 0.0]
+    )
     x, h = t([[1.0, 0.5]]), t([[0.5, -1.0]])
     # W_ih x = [1, 1], W_hh h = [-1, 0.5], b_ih + b_hh = [-0.2, 0.2]
     assert_close(cell(x, h), [[math.tanh(1 - 1 - 0.2), math.tanh(1 + 0.5 + 0.2)]])
@@ -51,8 +53,13 @@ def test_rnn_cell_by_hand():
 def test_lstm_cell_by_hand():
     # one unit (H = 1): W_ih = [w_i, w_f, w_g, w_o] in torch's order i, f, g, o
     cell = LSTMCell(1, 1).double()
-    set_params(cell, weight_ih=[[1.0], [2.0], [3.0], [4.0]], weight_hh=[[0.5], [0.0], [-1.0], [1.0]],
-               bias_ih=[0.0, 0.0, 0.0, 0.0], bias_hh=[0.0, 1.0, 0.0, -1.0])
+    set_params(
+        cell,
+        weight_ih=[[1.0], [2.0], [3.0], [4.0]],
+        weight_hh=[[0.5], [0.0], [-1.0], [1.0]],
+        bias_ih=[0.0, 0.0, 0.0, 0.0],
+        bias_hh=[0.0, 1.0, 0.0, -1.0],
+    )
     x, h, c = 0.5, 0.2, -0.4
     sig = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
     i = sig(1.0 * x + 0.5 * h)
@@ -69,8 +76,13 @@ def test_lstm_cell_by_hand():
 def test_gru_cell_by_hand():
     # one unit: W_ih = [w_r, w_z, w_n] in torch's order r, z, n; r multiplies W_hn h + b_hn
     cell = GRUCell(1, 1).double()
-    set_params(cell, weight_ih=[[1.0], [-1.0], [2.0]], weight_hh=[[0.5], [1.0], [3.0]],
-               bias_ih=[0.0, 0.1, 0.2], bias_hh=[0.3, 0.0, -0.5])
+    set_params(
+        cell,
+        weight_ih=[[1.0], [-1.0], [2.0]],
+        weight_hh=[[0.5], [1.0], [3.0]],
+        bias_ih=[0.0, 0.1, 0.2],
+        bias_hh=[0.3, 0.0, -0.5],
+    )
     x, h = 0.5, -0.6
     sig = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
     r = sig(1.0 * x + 0.5 * h + 0.3)
@@ -98,15 +110,16 @@ def test_step_functions_take_the_input_projection():
 # What the gates do
 # ---------------------------------------------------------------------------
 
+
 def lstm_with_gate_biases(i, f, o, H=3, input_size=2, layer=False):
     """An LSTM(Cell) whose gates are pinned open (+50) or shut (-50) by their biases."""
     module = seeded(LSTM, input_size, H) if layer else seeded(LSTMCell, input_size, H)
     suffix = "_l0" if layer else ""
     bias = getattr(module, "bias_ih" + suffix)
     with torch.no_grad():
-        bias[0 * H:1 * H] = i
-        bias[1 * H:2 * H] = f
-        bias[3 * H:4 * H] = o
+        bias[0 * H : 1 * H] = i
+        bias[1 * H : 2 * H] = f
+        bias[3 * H : 4 * H] = o
     return module
 
 
@@ -122,7 +135,7 @@ def test_lstm_forget_open_and_input_shut_keeps_the_memory_for_many_steps():
     lstm = lstm_with_gate_biases(i=-50.0, f=50.0, o=0.0, layer=True)  # c_t = c_{t-1}
     x = randn(2, 30, 2, seed=4)
     c0 = randn(1, 2, 3, seed=5)
-    _, (h_n, c_n) = lstm(x, (torch.zeros(1, 2, 3, dtype=D), c0))
+    _, (_, c_n) = lstm(x, (torch.zeros(1, 2, 3, dtype=D), c0))
     assert_close(c_n, c0, atol=1e-12, rtol=0)
     # the control: with the forget gate shut, the memory is gone
     lstm = lstm_with_gate_biases(i=-50.0, f=-50.0, o=0.0, layer=True)
@@ -167,6 +180,7 @@ def test_relu_rnn_is_non_negative_and_tanh_rnn_is_bounded():
 # Cells: hx=None; inputs need a batch dimension
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", [RNNCell, GRUCell])
 def test_cell_without_hx_starts_from_zeros(cls):
     cell, x = seeded(cls, 4, 3), randn(2, 4)
@@ -192,6 +206,7 @@ def test_unbatched_input_is_refused_with_a_hint(cls):
 # ---------------------------------------------------------------------------
 # Layers: the time loop, directions, stacking, layouts
 # ---------------------------------------------------------------------------
+
 
 def copy_direction(layer, cell, suffix):
     """Load the weights of one (layer, direction) of `layer` into `cell`."""
@@ -220,8 +235,9 @@ def test_reverse_direction_reads_the_sequence_backwards(cls):
     bi = seeded(cls, 4, 3, bidirectional=True)
     fwd, bwd = seeded(cls, 4, 3, seed=1), seeded(cls, 4, 3, seed=2)
     fwd.load_state_dict({k: v for k, v in bi.state_dict().items() if not k.endswith("_reverse")})
-    bwd.load_state_dict({k.removesuffix("_reverse"): v for k, v in bi.state_dict().items()
-                         if k.endswith("_reverse")})
+    bwd.load_state_dict(
+        {k.removesuffix("_reverse"): v for k, v in bi.state_dict().items() if k.endswith("_reverse")}
+    )
     x = randn(2, 6, 4)
     output, final = bi(x)
     out_f, final_f = fwd(x)
@@ -248,7 +264,7 @@ def test_layers_are_stacked(cls):
     mid, final_1 = first(x)
     out_2, final_2 = second(mid)  # layer 2 reads layer 1's (B, T, 2H) output
     assert_close(out, out_2)
-    for both, a, b in (zip(final, final_1, final_2) if cls is LSTM else [(final, final_1, final_2)]):
+    for both, a, b in zip(final, final_1, final_2) if cls is LSTM else [(final, final_1, final_2)]:
         assert both.shape == (4, 2, 3)  # rows: l0 fwd, l0 bwd, l1 fwd, l1 bwd
         assert_close(both, torch.cat([a, b]))
 
@@ -283,7 +299,7 @@ def test_batch_elements_are_independent(cls):
     layer, x = seeded(cls, 4, 3, bidirectional=True), randn(3, 5, 4)
     out, _ = layer(x)
     for b in range(3):
-        alone, _ = layer(x[b:b + 1])  # a batch of one
+        alone, _ = layer(x[b : b + 1])  # a batch of one
         assert alone.shape == (1, 5, 6)
         assert_close(alone[0], out[b])
 
@@ -317,7 +333,9 @@ def test_init_is_uniform_within_one_over_sqrt_hidden(cls):
 
 
 def test_repr_lists_the_non_default_options():
-    assert repr(LSTM(5, 7, num_layers=2, bidirectional=True)) == "LSTM(5, 7, num_layers=2, bidirectional=True)"
+    assert (
+        repr(LSTM(5, 7, num_layers=2, bidirectional=True)) == "LSTM(5, 7, num_layers=2, bidirectional=True)"
+    )
     assert repr(RNN(5, 7, nonlinearity="relu", bias=False)) == "RNN(5, 7, nonlinearity='relu', bias=False)"
     assert repr(GRU(5, 7, batch_first=False)) == "GRU(5, 7, batch_first=False)"
     assert repr(LSTMCell(5, 7)) == "LSTMCell(5, 7)"
@@ -326,6 +344,7 @@ def test_repr_lists_the_non_default_options():
 # ---------------------------------------------------------------------------
 # Dropout between layers (training mode only)
 # ---------------------------------------------------------------------------
+
 
 def test_dropout_acts_between_layers_in_training_only():
     lstm = seeded(LSTM, 4, 3, num_layers=2, dropout=0.5)
@@ -359,6 +378,7 @@ def test_dropout_with_one_layer_warns_like_torch():
 # Bad input
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", [RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU])
 def test_bad_sizes(cls):
     with pytest.raises(ValueError, match="hidden_size must be a positive int, got 0"):
@@ -385,16 +405,24 @@ def test_bad_layer_options():
 def test_layer_input_with_wrong_features(cls):
     layer = cls(5, 4)
     name = cls.__name__
-    with pytest.raises(ValueError, match=rf"x has 7 features but the {name} was built with input_size=5 "
-                                         r"\(x has shape \(2, 3, 7\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"x has 7 features but the {name} was built with input_size=5 "
+        r"\(x has shape \(2, 3, 7\)",
+    ):
         layer(torch.zeros(2, 3, 7))
 
 
 def test_layer_input_with_wrong_dims():
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, input_size\) \(batch_first=True\), "
-                                         r"got shape \(5,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"x must have shape \(B, T, input_size\) \(batch_first=True\), "
+        r"got shape \(5,\)",
+    ):
         LSTM(5, 4)(torch.zeros(5))
-    with pytest.raises(ValueError, match=r"\(T, B, input_size\) \(batch_first=False\).*got shape \(1, 2, 3, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"\(T, B, input_size\) \(batch_first=False\).*got shape \(1, 2, 3, 5\)"
+    ):
         GRU(5, 4, batch_first=False)(torch.zeros(1, 2, 3, 5))
 
 
@@ -410,7 +438,9 @@ def test_input_type_and_dtype():
         GRUCell(2, 3)([[1.0, 2.0]])
     with pytest.raises(TypeError, match="x must be a floating-point tensor, got dtype torch.int64"):
         LSTM(2, 3)(torch.zeros(1, 4, 2, dtype=torch.long))
-    with pytest.raises(TypeError, match=r"x has dtype torch.float64 but the LSTM's parameters are torch.float32"):
+    with pytest.raises(
+        TypeError, match=r"x has dtype torch.float64 but the LSTM's parameters are torch.float32"
+    ):
         LSTM(2, 3)(torch.zeros(1, 4, 2, dtype=D))
 
 
@@ -418,8 +448,11 @@ def test_input_type_and_dtype():
 def test_layer_hx_with_wrong_shape(cls):
     layer = cls(5, 4, num_layers=2, bidirectional=True)
     x = torch.zeros(3, 6, 5)
-    with pytest.raises(ValueError, match=r"hx has shape \(2, 3, 4\) but the .* expects "
-                                         r"\(num_layers \* num_directions, B, hidden_size\) = \(4, 3, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"hx has shape \(2, 3, 4\) but the .* expects "
+        r"\(num_layers \* num_directions, B, hidden_size\) = \(4, 3, 4\)",
+    ):
         layer(x, torch.zeros(2, 3, 4))
     with pytest.raises(ValueError, match=r"hx has shape \(4, 2, 4\) .* = \(4, 3, 4\)"):
         layer(x, torch.zeros(4, 2, 4))  # wrong batch size
@@ -443,8 +476,11 @@ def test_cell_bad_input():
         LSTMCell(5, 4)(torch.zeros(2, 7))
     with pytest.raises(ValueError, match=r"x must have shape \(B, input_size\), got shape \(2, 3, 5\)"):
         RNNCell(5, 4)(torch.zeros(2, 3, 5))
-    with pytest.raises(ValueError, match=r"hx has shape \(3, 4\) but the GRUCell expects "
-                                         r"\(B, hidden_size\) = \(2, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"hx has shape \(3, 4\) but the GRUCell expects "
+        r"\(B, hidden_size\) = \(2, 4\)",
+    ):
         GRUCell(5, 4)(torch.zeros(2, 5), torch.zeros(3, 4))
     with pytest.raises(ValueError, match=r"hx\[1\] \(c\) has shape \(2, 3\) .* = \(2, 4\)"):
         LSTMCell(5, 4)(torch.zeros(2, 5), (torch.zeros(2, 4), torch.zeros(2, 3)))

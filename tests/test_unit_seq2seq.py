@@ -24,8 +24,18 @@ def _batch(B=3, S_max=6, T=5, seed=0):
 
 def _model(attention, score=None, cell="gru", bidirectional=False, seed=0, **kw):
     torch.manual_seed(seed)
-    model = S.build_model(V_SRC, V_TGT, attention=attention, score=score, hidden_size=16,
-                          embed_size=8, cell=cell, bidirectional=bidirectional, max_src_len=8, **kw)
+    model = S.build_model(
+        V_SRC,
+        V_TGT,
+        attention=attention,
+        score=score,
+        hidden_size=16,
+        embed_size=8,
+        cell=cell,
+        bidirectional=bidirectional,
+        max_src_len=8,
+        **kw,
+    )
     return model.eval()
 
 
@@ -56,13 +66,19 @@ def _id(kw):
 # Score functions
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(A.SCORES) + ["additive"])
 def test_make_score_shapes_and_reuses_course_lib_attention(name):
     score = A.make_score(name, 6, 6, d_hidden=5, max_src_len=10)
     q, k = torch.randn(2, 3, 6), torch.randn(2, 7, 6)
     assert score(q, k).shape == (2, 3, 7)
-    expected_type = {"general": A.GeneralScore, "concat": A.AdditiveScore, "additive": A.AdditiveScore,
-                     "location": A.LocationScore, "cosine": A.CosineScore}.get(name)
+    expected_type = {
+        "general": A.GeneralScore,
+        "concat": A.AdditiveScore,
+        "additive": A.AdditiveScore,
+        "location": A.LocationScore,
+        "cosine": A.CosineScore,
+    }.get(name)
     if expected_type:
         assert isinstance(score, expected_type)
     if name == "dot":
@@ -93,6 +109,7 @@ def test_location_score_ignores_the_keys_contents():
 # Encoder
 # ---------------------------------------------------------------------------
 
+
 def test_reverse_padded():
     x = torch.tensor([[1, 2, 3, 0], [4, 5, 0, 0]])
     out = S.reverse_padded(x, torch.tensor([3, 2]))
@@ -115,23 +132,27 @@ def test_encoder_ignores_padding_and_matches_torch(cell, bidirectional):
     # the same numbers as torch's own layer (state dicts are interchangeable), per sequence, no padding
     layer = {"gru": torch.nn.GRU, "lstm": torch.nn.LSTM}[cell]
     theirs = layer(8, H, batch_first=True, bidirectional=bidirectional)
-    state = {k: v for k, v in enc.rnn.state_dict().items()}
+    state = dict(enc.rnn.state_dict().items())
     if bidirectional:
         state.update({f"{k}_reverse": v for k, v in enc.rnn_backward.state_dict().items()})
     theirs.load_state_dict(state)
     for b in range(3):
         n = int(src_len[b])
-        expected, _ = theirs(enc.embed(src[b:b + 1, :n]))
+        expected, _ = theirs(enc.embed(src[b : b + 1, :n]))
         assert torch.allclose(memory.outputs[b, :n], expected[0], atol=1e-5)
         assert torch.all(memory.outputs[b, n:] == 0)
-        final = torch.cat([expected[0, n - 1, :H], expected[0, 0, H:]]) if bidirectional else expected[0, n - 1]
+        final = (
+            torch.cat([expected[0, n - 1, :H], expected[0, 0, H:]]) if bidirectional else expected[0, n - 1]
+        )
         assert torch.allclose(memory.final[b], final, atol=1e-5)
 
 
 def test_encoder_bad_input():
     enc = S.Encoder(V_SRC, 8, 16)
     src, src_len, _ = _batch()
-    with pytest.raises(TypeError, match=r"src must hold integer token ids \(torch.long\), got dtype torch.float32"):
+    with pytest.raises(
+        TypeError, match=r"src must hold integer token ids \(torch.long\), got dtype torch.float32"
+    ):
         enc(src.float(), src_len)
     with pytest.raises(ValueError, match=r"src must be a \(B, T\) tensor of token ids, got shape \(18,\)"):
         enc(src.flatten(), src_len)
@@ -148,6 +169,7 @@ def test_encoder_bad_input():
 # ---------------------------------------------------------------------------
 # Decoders
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kw", ALL_MODELS, ids=_id)
 def test_teacher_forcing_equals_step_by_step(kw):
@@ -264,14 +286,15 @@ def test_build_model_bad_input():
 # Decoding
 # ---------------------------------------------------------------------------
 
+
 def _greedy(model, src, src_len, max_len):
-    return decoding.greedy(model.step, torch.ones_like(src_len), model.start(src, src_len), max_len,
-                           eos_id=2)
+    return decoding.greedy(model.step, torch.ones_like(src_len), model.start(src, src_len), max_len, eos_id=2)
 
 
 def _beam(model, src, src_len, max_len, beam_size):
-    return decoding.beam_search(model.step, torch.ones_like(src_len), model.start(src, src_len),
-                                max_len, beam_size, eos_id=2)
+    return decoding.beam_search(
+        model.step, torch.ones_like(src_len), model.start(src, src_len), max_len, beam_size, eos_id=2
+    )
 
 
 @pytest.mark.parametrize("kw", ALL_MODELS[:4] + ALL_MODELS[-3:], ids=_id)
@@ -314,7 +337,7 @@ def test_exhaustive_beam_finds_the_most_likely_output(attention):
     model = S.build_model(6, V, attention=attention, hidden_size=8, embed_size=4).eval()
     src, src_len = torch.tensor([[4, 5, 3]]), torch.tensor([3])
     best, best_score = _brute_force_best(model, src, src_len, max_len, V)
-    tokens, scores = _beam(model, src, src_len, max_len, beam_size=V ** max_len)
+    tokens, scores = _beam(model, src, src_len, max_len, beam_size=V**max_len)
     assert abs(scores[0, 0].item() - best_score) < 1e-5
     assert tokens[0, 0, : len(best)].tolist() == best
     assert torch.all(scores[0, :-1] >= scores[0, 1:])  # ranked best first
@@ -328,7 +351,7 @@ def test_beam_search_decodes_each_sequence_independently():
     tokens, scores = _beam(model, src, src_len, max_len=5, beam_size=3)
     for b in range(3):
         n = int(src_len[b])
-        alone, alone_scores = _beam(model, src[b:b + 1, :n], src_len[b:b + 1], 5, 3)
+        alone, alone_scores = _beam(model, src[b : b + 1, :n], src_len[b : b + 1], 5, 3)
         assert torch.equal(alone[0], tokens[b]) and torch.allclose(alone_scores[0], scores[b], atol=1e-5)
     with pytest.raises(ValueError, match="beam_size must be a positive int, got 0"):
         _beam(model, src, src_len, 5, beam_size=0)
@@ -354,6 +377,7 @@ def test_translate_weights_are_those_of_the_decoding_steps():
 # Training on tiny tasks
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def one_thread():
     """Tiny models train several times faster on one thread (and on a shared machine)."""
@@ -370,8 +394,9 @@ def test_learns_to_copy_short_strings(attention, score, one_thread):
     held_out = data.copy_pairs(200, seed=1, min_len=1, max_len=4, alphabet="abcdef")
     vocab = data.Vocab.from_text("abcdef")
     batches = data.batches(data.encode_pairs(pairs, vocab, vocab), 64)
-    model = S.build_model(len(vocab), len(vocab), attention=attention, score=score,
-                          hidden_size=32, embed_size=16)
+    model = S.build_model(
+        len(vocab), len(vocab), attention=attention, score=score, hidden_size=32, embed_size=16
+    )
     train.fit(model, S.seq2seq_loss, lambda step: next(batches), steps=300, lr=1e-2, progress=False)
     metrics = S.evaluate(model, held_out, vocab, vocab)
     assert metrics["exact_match"] > 0.9, metrics

@@ -28,9 +28,16 @@ def test_fit_learns_a_linear_map_and_records_history():
         return x, x @ w_true
 
     evals = []
-    history = fit(model, lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), batch, steps=300, lr=0.05,
-                  eval_fn=lambda m: evals.append(m.training) or m.weight.detach().clone(),
-                  eval_every=100, progress=False)
+    history = fit(
+        model,
+        lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(),
+        batch,
+        steps=300,
+        lr=0.05,
+        eval_fn=lambda m: evals.append(m.training) or m.weight.detach().clone(),
+        eval_every=100,
+        progress=False,
+    )
     assert history.steps == list(range(1, 301)) and len(history.train_loss) == 300
     assert history.train_loss[-1] < 1e-3 < history.train_loss[0]
     assert [s for s, _ in history.evals] == [100, 200, 300] and evals == [False] * 3
@@ -41,8 +48,10 @@ def test_fit_learns_a_linear_map_and_records_history():
 def test_fit_cycles_an_iterable_and_stops_on_nan():
     model = nn.Linear(1, 1)
     data = [(torch.ones(1, 1), torch.ones(1, 1))] * 3
-    assert len(fit(model, lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), data, steps=7,
-                   progress=False).train_loss) == 7
+    assert (
+        len(fit(model, lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), data, steps=7, progress=False).train_loss)
+        == 7
+    )
     with pytest.raises(FloatingPointError, match="loss is nan at step 1"):
         fit(model, lambda m, b: m(b[0]).sum() * float("nan"), data, steps=2, progress=False)
     with pytest.raises(ValueError, match="steps must be >= 1"):

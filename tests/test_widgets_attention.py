@@ -76,7 +76,8 @@ def test_frame_numbers_match_course_lib():
     assert frame["weights"]["values"] == pytest.approx(typical.tolist(), abs=1e-6)
     assert frame["weights"]["highlight"] == int(typical.argmax())
     assert max(frame["weights"]["values"]) == pytest.approx(
-        next(s["value"] for s in frame["stats"] if s["name"] == "max_weight"), abs=0.15)
+        next(s["value"] for s in frame["stats"] if s["name"] == "max_weight"), abs=0.15
+    )
     density = torch.tensor(frame["scores"]["counts"])
     width = frame["scores"]["edges"][1] - frame["scores"]["edges"][0]
     assert float(density.sum() * width) == pytest.approx(1.0, abs=1e-3)

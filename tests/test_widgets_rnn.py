@@ -9,14 +9,23 @@ import torch
 
 matplotlib.use("Agg")
 
-from course_lib import rnn  # noqa: E402
-from course_lib.charlm import CharLM  # noqa: E402
-from course_lib.data import Vocab  # noqa: E402
-from course_lib.widgets import (FORGET_BIAS_OPTIONS, GAIN_OPTIONS, NONLINEARITY_OPTIONS,  # noqa: E402
-                                TEMPERATURE_OPTIONS, ForgetBiasExplorer, GradientFlowExplorer,
-                                TemperatureExplorer, frame_key, gradient_reach, hidden_jacobians,
-                                jacobian_norms)
-from course_lib.widgets.rnn import orthogonal_recurrent_weight  # noqa: E402
+from course_lib import rnn
+from course_lib.charlm import CharLM
+from course_lib.data import Vocab
+from course_lib.widgets import (
+    FORGET_BIAS_OPTIONS,
+    GAIN_OPTIONS,
+    NONLINEARITY_OPTIONS,
+    TEMPERATURE_OPTIONS,
+    ForgetBiasExplorer,
+    GradientFlowExplorer,
+    TemperatureExplorer,
+    frame_key,
+    gradient_reach,
+    hidden_jacobians,
+    jacobian_norms,
+)
+from course_lib.widgets.rnn import orthogonal_recurrent_weight
 
 
 def stats(frame):
@@ -24,6 +33,7 @@ def stats(frame):
 
 
 # ---- the measurements ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu", "linear"])
 def test_hidden_jacobians_match_autograd(nonlinearity):
@@ -111,6 +121,7 @@ def test_gradient_reach_rejects_unknown_kinds():
 
 # ---- the explorers ------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def flow():
     return GradientFlowExplorer()
@@ -137,8 +148,9 @@ def temperature(tiny_lm):
 
 
 def test_one_frame_per_combination(flow, forget, temperature):
-    assert set(flow.spec["frames"]) == {frame_key((i, j)) for i in range(len(GAIN_OPTIONS))
-                                        for j in range(len(NONLINEARITY_OPTIONS))}
+    assert set(flow.spec["frames"]) == {
+        frame_key((i, j)) for i in range(len(GAIN_OPTIONS)) for j in range(len(NONLINEARITY_OPTIONS))
+    }
     assert len(forget.spec["frames"]) == len(FORGET_BIAS_OPTIONS)
     assert len(temperature.spec["frames"]) == len(TEMPERATURE_OPTIONS)
 
@@ -207,15 +219,18 @@ def test_traits_and_bad_values(flow):
 
 
 def test_static_figures(flow, forget, temperature):
-    for explorer, selections in [(flow, [{"gain": 0.9}, {"gain": 2.0, "nonlinearity": "relu"}]),
-                                 (forget, [{"forget_bias": 0.0}, {"forget_bias": 3.0}]),
-                                 (temperature, [{"temperature": 0.2}, {"temperature": 2.0}])]:
+    for explorer, selections in [
+        (flow, [{"gain": 0.9}, {"gain": 2.0, "nonlinearity": "relu"}]),
+        (forget, [{"forget_bias": 0.0}, {"forget_bias": 3.0}]),
+        (temperature, [{"temperature": 0.2}, {"temperature": 2.0}]),
+    ]:
         fig = explorer.figure(selections)
         assert len(fig.axes) >= 2 * 2
         matplotlib.pyplot.close(fig)
 
 
 # ---- course_lib.rnn.set_forget_bias (the forget-bias explorer's knob) ----------------------
+
 
 def test_set_forget_bias_on_cells_and_layers():
     cell = rnn.set_forget_bias(rnn.LSTMCell(2, 3), 2.0)
@@ -228,5 +243,3 @@ def test_set_forget_bias_on_cells_and_layers():
         rnn.set_forget_bias(rnn.GRU(2, 3), 1.0)
     with pytest.raises(ValueError, match="bias=False"):
         rnn.set_forget_bias(rnn.LSTM(2, 3, bias=False), 1.0)
-
-

@@ -67,17 +67,24 @@ def toy_chapter():
         new_code_cell("n_keys = 16"),  # 4: needed by the experiment
         new_markdown_cell(CAUSAL_STATEMENT),  # 5
         new_code_cell(CAUSAL_SOLUTION, metadata={"tags": ["hide-input"]}),  # 6
-        new_code_cell("from course_lib.exercises import check_causal_mask\n\n"
-                      "check_causal_mask(my_causal_mask)"),  # 7
-        new_markdown_cell("```{solution} ex-causal\n:class: dropdown\n\nThe lower triangle, "
-                          "with the diagonal: the past and the present.\n```"),  # 8
+        new_code_cell(
+            "from course_lib.exercises import check_causal_mask\n\ncheck_causal_mask(my_causal_mask)"
+        ),  # 7
+        new_markdown_cell(
+            "```{solution} ex-causal\n:class: dropdown\n\nThe lower triangle, "
+            "with the diagonal: the past and the present.\n```"
+        ),  # 8
         new_markdown_cell(SATURATION_STATEMENT),  # 9
         new_code_cell(PREDICTION),  # 10
         new_code_cell(EXPERIMENT),  # 11
-        new_code_cell("from course_lib.exercises import check_saturation_prediction\n\n"
-                      "check_saturation_prediction(predicted_dk, measured_dk)"),  # 12
-        new_markdown_cell("```{solution} ex-saturation\n:class: dropdown\n\nThe spread of the "
-                          "scores grows like $\\sqrt{d_k}$.\n```"),  # 13
+        new_code_cell(
+            "from course_lib.exercises import check_saturation_prediction\n\n"
+            "check_saturation_prediction(predicted_dk, measured_dk)"
+        ),  # 12
+        new_markdown_cell(
+            "```{solution} ex-saturation\n:class: dropdown\n\nThe spread of the "
+            "scores grows like $\\sqrt{d_k}$.\n```"
+        ),  # 13
         new_markdown_cell("## Check your understanding\n\n1. Why scale?"),  # 14
     ]
     nb = new_notebook(cells=cells)

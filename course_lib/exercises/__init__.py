@@ -22,11 +22,30 @@ One module per chapter holds that chapter's records (``CHAPTERS``); ``REGISTRY``
 check's name to its record (the tests iterate over it).
 """
 
-from ._engine import (REGISTRY, Answer, Case, Check, CheckResult, ExerciseFailure,  # noqa: F401
-                      ExerciseNotAttempted, Mistake, Prediction)
-from ._compare import within  # noqa: F401
-from . import (attention, gpt, lstm, multihead, positional, rnn, seq2seq,  # noqa: F401
-               seq2seq_attention, self_attention, transformer)
+from . import (
+                      attention,
+                      gpt,
+                      lstm,
+                      multihead,
+                      positional,
+                      rnn,
+                      self_attention,
+                      seq2seq,
+                      seq2seq_attention,
+                      transformer,
+)
+from ._compare import within
+from ._engine import (
+                      REGISTRY,
+                      Answer,
+                      Case,
+                      Check,
+                      CheckResult,
+                      ExerciseFailure,
+                      ExerciseNotAttempted,
+                      Mistake,
+                      Prediction,
+)
 
 CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05": attention,
             "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt}

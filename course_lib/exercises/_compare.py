@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -17,7 +17,7 @@ ATOL = 1e-5
 RTOL = 1e-4
 
 
-def compare(got: Any, expected: Any, label: str = "result") -> Optional[str]:
+def compare(got: Any, expected: Any, label: str = "result") -> str | None:
     """None if ``got`` matches ``expected``, else what differs (naming the part, ``label``)."""
     if isinstance(expected, (tuple, list)):
         return _compare_sequence(got, expected, label)
@@ -41,7 +41,7 @@ def same(a: Any, b: Any) -> bool:
 
 def named(*names: str):
     """A comparison for tuples whose parts have names, e.g. named("out", "weights")."""
-    def compare_named(got: Any, expected: tuple) -> Optional[str]:
+    def compare_named(got: Any, expected: tuple) -> str | None:
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"expected a tuple ({', '.join(names)}), got {_kind(got)}."
         for g, e, name in zip(got, expected, names):
@@ -60,7 +60,7 @@ def _kind(x: Any) -> str:
     return type(x).__name__
 
 
-def _compare_sequence(got: Any, expected, label: str) -> Optional[str]:
+def _compare_sequence(got: Any, expected, label: str) -> str | None:
     if not isinstance(got, (tuple, list)) or len(got) != len(expected):
         return f"{label}: expected a tuple of {len(expected)} values, got {_kind(got)}."
     for j, (g, e) in enumerate(zip(got, expected)):
@@ -70,7 +70,7 @@ def _compare_sequence(got: Any, expected, label: str) -> Optional[str]:
     return None
 
 
-def _compare_dict(got: Any, expected: dict, label: str) -> Optional[str]:
+def _compare_dict(got: Any, expected: dict, label: str) -> str | None:
     if not isinstance(got, dict) or set(got) != set(expected):
         return f"{label}: expected the keys {sorted(expected)}, got {_kind(got)}."
     for key in expected:
@@ -80,7 +80,7 @@ def _compare_dict(got: Any, expected: dict, label: str) -> Optional[str]:
     return None
 
 
-def _compare_number(got: Any, expected: float, label: str) -> Optional[str]:
+def _compare_number(got: Any, expected: float, label: str) -> str | None:
     if isinstance(got, torch.Tensor) and got.numel() == 1:
         got = got.item()
     if isinstance(got, bool) or not isinstance(got, (int, float)):
@@ -92,7 +92,7 @@ def _compare_number(got: Any, expected: float, label: str) -> Optional[str]:
     return f"{label}: expected {expected:.6g}, got {got:.6g}."
 
 
-def _compare_tensor(got: Any, expected: torch.Tensor, label: str) -> Optional[str]:
+def _compare_tensor(got: Any, expected: torch.Tensor, label: str) -> str | None:
     if not isinstance(got, torch.Tensor):
         return f"{label}: expected a torch.Tensor of shape {tuple(expected.shape)}, got {_kind(got)}."
     if got.shape != expected.shape:
@@ -119,7 +119,7 @@ def _compare_tensor(got: Any, expected: torch.Tensor, label: str) -> Optional[st
             f"expected {e[idx].item():.6g}, got {g[idx].item():.6g}.")
 
 
-def _compare_exact(got: torch.Tensor, expected: torch.Tensor, label: str) -> Optional[str]:
+def _compare_exact(got: torch.Tensor, expected: torch.Tensor, label: str) -> str | None:
     wrong = got.detach() != expected
     if not bool(wrong.any()):
         return None
@@ -138,9 +138,9 @@ class Tolerance:
     """How close a number must be: ``within(rel=0.1)``, ``within(abs=2)`` or ``within(factor=2)``
     (a factor suits quantities that vary over orders of magnitude)."""
 
-    rel: Optional[float] = None
-    abs: Optional[float] = None
-    factor: Optional[float] = None
+    rel: float | None = None
+    abs: float | None = None
+    factor: float | None = None
 
     def __post_init__(self):
         given = [v for v in (self.rel, self.abs, self.factor) if v is not None]
@@ -163,12 +163,12 @@ class Tolerance:
         return f"within a factor of {self.factor:g}"
 
 
-def within(rel: Optional[float] = None, abs: Optional[float] = None,  # noqa: A002
-           factor: Optional[float] = None) -> Tolerance:
+def within(rel: float | None = None, abs: float | None = None,
+           factor: float | None = None) -> Tolerance:
     return Tolerance(rel, abs, factor)
 
 
-def as_number(x: Any) -> Optional[float]:
+def as_number(x: Any) -> float | None:
     """A Python number from an int, a float or a one-element tensor; None for anything else."""
     if isinstance(x, torch.Tensor) and x.numel() == 1:
         x = x.item()

@@ -18,9 +18,10 @@ from __future__ import annotations
 import copy
 import importlib
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -94,7 +95,7 @@ class Examples(NamedTuple):
     mistakes: list  # [(Mistake, args)]
 
 
-REGISTRY: dict[str, "_Record"] = {}
+REGISTRY: dict[str, _Record] = {}
 
 
 def _stub(*args, **kwargs):
@@ -128,15 +129,15 @@ class _Record:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}: {self.doc}>"
 
-    def _hint(self) -> Optional[str]:
+    def _hint(self) -> str | None:
         """The next step of the hints (each failure shows one step further)."""
         if not self.hints:
             return None
         step = min(self._failures, len(self.hints) - 1)
         return f"Hint ({step + 1} of {len(self.hints)}): {self.hints[step]}"
 
-    def _failure(self, *lines: Optional[str], cause: Optional[str] = None,
-                 why: Optional[str] = None) -> ExerciseFailure:
+    def _failure(self, *lines: str | None, cause: str | None = None,
+                 why: str | None = None) -> ExerciseFailure:
         text = [f"{self.name}: {lines[0]}", *(f"  {line}" for line in lines[1:] if line)]
         if cause:
             text.append(f"  Likely cause: {cause}")
@@ -182,10 +183,10 @@ class Check(_Record):
     mistakes: Sequence[Mistake]
     hints: Sequence[str]
     seed: int = 0
-    call: Optional[Callable] = None
-    compare: Optional[Callable] = None
+    call: Callable | None = None
+    compare: Callable | None = None
     outputs: Sequence[str] = ()
-    diagnose: Optional[Callable] = None
+    diagnose: Callable | None = None
     kind = "function"
 
     def __post_init__(self):
@@ -207,7 +208,7 @@ class Check(_Record):
                 raise ExerciseNotAttempted(
                     f"{self.name}: not implemented yet: replace the `raise NotImplementedError` "
                     f"line with your code, run that cell, then run this check again.") from exc
-            except Exception as exc:  # noqa: BLE001 - any error of the learner's code is feedback
+            except Exception as exc:
                 raise self._failure(f"your function raised {type(exc).__name__}: {exc}",
                                     f"on {where}{_learner_frame(exc)}",
                                     cause=self._diagnose_error(case, exc)) from exc
@@ -232,28 +233,28 @@ class Check(_Record):
     def examples(self) -> Examples:
         return Examples((self.reference,), (_stub,), [(m, (m.fn,)) for m in self.mistakes])
 
-    def _compare(self, got: Any, expected: Any) -> Optional[str]:
+    def _compare(self, got: Any, expected: Any) -> str | None:
         if self.compare is not None:
             return self.compare(got, expected)
         return named(*self.outputs)(got, expected) if self.outputs else compare(got, expected)
 
-    def _diagnose(self, case: Case, got: Any, expected: Any) -> Optional[str]:
+    def _diagnose(self, case: Case, got: Any, expected: Any) -> str | None:
         """The first mistake whose result equals the learner's, else ``diagnose``'s verdict."""
         match = self.compare or compare
         for mistake in self.mistakes:
             try:
                 if match(got, self.run(mistake.fn, case)) is None:
                     return mistake.message
-            except Exception:  # noqa: BLE001 - a mistake that cannot run on this case
+            except Exception:
                 continue
         return self.diagnose(case, got, expected) if self.diagnose else None
 
-    def _diagnose_error(self, case: Case, error: Exception) -> Optional[str]:
+    def _diagnose_error(self, case: Case, error: Exception) -> str | None:
         """The mistake that raises the same error on this case, if any."""
         for mistake in self.mistakes:
             try:
                 self.run(mistake.fn, case)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if type(exc) is type(error) and str(exc) == str(error):
                     return mistake.message
         return None
@@ -304,7 +305,7 @@ class Answer(_Record):
         raise self._failure(f"{value:g} is not {self.tolerance} of {self.quantity} (it is {side}).",
                             cause=self._diagnose(value))
 
-    def _diagnose(self, value: float) -> Optional[str]:
+    def _diagnose(self, value: float) -> str | None:
         for mistake in self.mistakes:
             if self.tolerance.accepts(value, mistake.fn()):
                 return mistake.message
@@ -360,7 +361,7 @@ class Prediction(_Record):
         raise self._failure(f"{verdict}: the prediction is {side} (not {self.tolerance}).",
                             cause=self._diagnose(p, m), why=self.explanation)
 
-    def _diagnose(self, p: float, m: float) -> Optional[str]:
+    def _diagnose(self, p: float, m: float) -> str | None:
         for mistake in self.mistakes:
             if self.tolerance.accepts(p, mistake.fn(m)):
                 return mistake.message

@@ -87,8 +87,8 @@ def _jacobian(W_hh, hs, order="right"):
     J = torch.eye(W_hh.shape[0], dtype=W_hh.dtype)
     for h in hs:
         D = torch.diag(1 - h**2)
-        J = {"right": lambda: D @ W_hh @ J, "reversed": lambda: J @ D @ W_hh,
-             "W first": lambda: W_hh @ D @ J, "no tanh'": lambda: W_hh @ J}[order]()
+        J = {"right": lambda D, J: D @ W_hh @ J, "reversed": lambda D, J: J @ D @ W_hh,
+             "W first": lambda D, J: W_hh @ D @ J, "no tanh'": lambda D, J: W_hh @ J}[order](D, J)
     return J
 
 

@@ -11,7 +11,6 @@ from ._compare import within
 from ._engine import Case, Check, Mistake, Prediction, lib, randn
 
 
-
 # --------------------------------------------------------------------------------------
 # The teacher-forced loss, padding ignored
 # --------------------------------------------------------------------------------------
@@ -223,7 +222,7 @@ check_search_error_prediction = Prediction(
 # --------------------------------------------------------------------------------------
 def _beam(scores, logp, K, divide_by=None, add_scores=True, per_beam=False):
     """One beam-search step; the keywords are the typical mistakes."""
-    B, K_old, V = logp.shape
+    B, _, V = logp.shape
     if per_beam:  # each beam keeps only its own best token
         best, token = logp.max(-1)
         top, beam = (best + scores).sort(-1, descending=True)

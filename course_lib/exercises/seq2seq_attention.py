@@ -10,7 +10,6 @@ from ._compare import within
 from ._engine import Case, Check, Mistake, Prediction, lib, load, randn
 
 
-
 # --------------------------------------------------------------------------------------
 # The additive (Bahdanau, "concat") score
 # --------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@
     python -m course_lib.release exercises NOTEBOOK...              # labels, hints, leaks
 
 Modules: `markers` (solution regions and directives), `files` (what an edition copies, the
-toc), `student` (the student edition), `learner` (the learner edition: plain Markdown), `outline` (the exercises of a notebook), `nbgrader`
+toc), `student` (the student edition), `learner` (the learner edition: plain Markdown),
+`outline` (the exercises of a notebook), `nbgrader`
 (the cell metadata and the nbgrader course directory; `nbgrader_preprocessor` is imported by
 nbgrader's configuration only). The student edition is described below.
 
@@ -42,8 +43,17 @@ See CONTRIBUTING.md for the author conventions.
 """
 
 from .files import book_files, find_root, is_instructor_only, release_toc
-from .markers import (BEGIN, END, HIDE_INPUT_TAG, RAISES_TAG, SOLUTION_TAG, STUB, ReleaseError,
-                      strip_solution_directives, stub_solutions)
+from .markers import (
+                      BEGIN,
+                      END,
+                      HIDE_INPUT_TAG,
+                      RAISES_TAG,
+                      SOLUTION_TAG,
+                      STUB,
+                      ReleaseError,
+                      strip_solution_directives,
+                      stub_solutions,
+)
 from .student import Stats, release_notebook, release_page, release_student
 
 __all__ = ["BEGIN", "END", "HIDE_INPUT_TAG", "RAISES_TAG", "SOLUTION_TAG", "STUB", "ReleaseError",

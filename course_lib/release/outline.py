@@ -27,7 +27,6 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Optional
 
 from .markers import _CHECK_CALL, _FENCE, _MARKER, BEGIN, END, _fence_end
 
@@ -47,13 +46,13 @@ _SOLUTION_DIRECTIVE = re.compile(r"^[ \t]*(`{3,}|:{3,})\{solution", re.MULTILINE
 class Exercise:
     """One exercise: where its cells are (indices into ``nb.cells``) and its labels."""
 
-    label: Optional[str]
+    label: str | None
     title: str
     statement: int
     name: str = ""
-    stars: Optional[int] = None
-    importance: Optional[str] = None
-    minutes: Optional[int] = None
+    stars: int | None = None
+    importance: str | None = None
+    minutes: int | None = None
     hints: list = field(default_factory=list)  # (step, dropdown?) in the order written
     solutions: list = field(default_factory=list)
     checks: list = field(default_factory=list)
@@ -91,7 +90,7 @@ class Exercise:
 def read_exercises(nb) -> list[Exercise]:
     """The exercises of ``nb`` in order (see the module docstring)."""
     exercises: list[Exercise] = []
-    current: Optional[Exercise] = None
+    current: Exercise | None = None
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             found = _statements(cell.source, index)
@@ -182,7 +181,7 @@ def stray_markers(nb) -> list[str]:
 # --------------------------------------------------------------------------------------
 @dataclass
 class Leak:
-    label: Optional[str]
+    label: str | None
     lines: list  # the substantial solution lines (normalised)
     found: list  # those that appear elsewhere on the page
 

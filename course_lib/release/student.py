@@ -12,8 +12,16 @@ from pathlib import Path
 import nbformat
 
 from .files import book_files, release_toc
-from .markers import (HIDE_INPUT_TAG, RAISES_TAG, SOLUTION_TAG, STUB, ReleaseError, _CHECK_CALL,
-                      strip_solution_directives, stub_solutions)
+from .markers import (
+    _CHECK_CALL,
+    HIDE_INPUT_TAG,
+    RAISES_TAG,
+    SOLUTION_TAG,
+    STUB,
+    ReleaseError,
+    strip_solution_directives,
+    stub_solutions,
+)
 
 
 @dataclass
@@ -25,7 +33,7 @@ class Stats:
     cells_dropped: int = 0
     checks_cleared: int = 0
 
-    def __iadd__(self, other: "Stats") -> "Stats":
+    def __iadd__(self, other: Stats) -> Stats:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         return self

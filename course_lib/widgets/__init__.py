@@ -22,8 +22,17 @@ from .attention import D_K_OPTIONS, DkExplorer, dk_frame, softmax_gradient_norm 
 from .base import STATIC, Explorer, frame_key  # noqa: F401
 from .multihead import MASK_SENTENCES, HeadsExplorer, MasksExplorer, masks_frame  # noqa: F401
 from .positional import PositionsExplorer, positions_frame  # noqa: F401
-from .rnn import (FORGET_BIAS_OPTIONS, GAIN_OPTIONS, NONLINEARITY_OPTIONS,  # noqa: F401
-                  TEMPERATURE_OPTIONS, ForgetBiasExplorer, GradientFlowExplorer,
-                  TemperatureExplorer, gradient_reach, hidden_jacobians, jacobian_norms)
+from .rnn import (  # noqa: F401
+                  FORGET_BIAS_OPTIONS,
+                  GAIN_OPTIONS,
+                  NONLINEARITY_OPTIONS,
+                  TEMPERATURE_OPTIONS,
+                  ForgetBiasExplorer,
+                  GradientFlowExplorer,
+                  TemperatureExplorer,
+                  gradient_reach,
+                  hidden_jacobians,
+                  jacobian_norms,
+)
 from .seq2seq import AlignmentExplorer, ScoreExplorer, alignment_frame, toy_score_frame  # noqa: F401
 from .transformer import LayerHeadExplorer, pattern_scores  # noqa: F401

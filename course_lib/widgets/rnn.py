@@ -10,7 +10,6 @@ page switches between precomputed frames with no kernel.
 
 from __future__ import annotations
 
-import math
 import re
 
 import matplotlib.pyplot as plt
@@ -297,14 +296,17 @@ class ForgetBiasExplorer(_LinesAndStatsExplorer):
             {"kind": "lines", "key": "reach", "logy": True, "ymin": 1e-12, "ymax": 100.0,
              "title": "gradient reaching k steps back (log scale)",
              "xlabel": "steps back k"},
-            {"kind": "stats", "key": "stats", "title": "at initialisation (geometric mean over 16 sequences)"},
+            {"kind": "stats", "key": "stats",
+             "title": "at initialisation (geometric mean over 16 sequences)"},
         ]
         spec = self.build_spec(
             "forget_bias", "The forget-gate bias and the cell's memory", controls, panels,
             lambda forget_bias: forget_bias_frame(forget_bias, steps, rnn_reach, seed=seed),
             caption="A fresh LSTM cell and a vanilla RNN cell (64 units, torch's initialisation) "
-                    f"read {steps} random inputs; the gradient of u·(memory at T) for a random unit u. Its LSTM part travels mostly "
-                    "along c_t = f_t ⊙ c_{t−1} + i_t ⊙ g_t, so it follows the product of forget gates.")
+                    f"read {steps} random inputs; the gradient of u·(memory at T) for a random unit u. "
+                    "The product of forget gates is the gradient of the additive path "
+                    "c_t = f_t ⊙ c_{t−1} + i_t ⊙ g_t alone; the measured gradient lies above it, "
+                    "because paths through h_{t−1} and the gates carry gradient too.")
         super().__init__(spec=spec, forget_bias=forget_bias, **kwargs)
 
 

@@ -173,7 +173,8 @@ class AlignmentExplorer(Explorer):
              "options": list(range(len(sources))), "labels": list(sources)},
         ]
         panels = [
-            {"kind": "heatmap", "key": "alignment", "title": "attention weights: output (rows) × input (columns)",
+            {"kind": "heatmap", "key": "alignment",
+             "title": "attention weights: output (rows) × input (columns)",
              "vmin": 0, "vmax": 1},
             {"kind": "stats", "key": "stats", "title": "this model on this example"},
         ]

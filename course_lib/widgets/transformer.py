@@ -122,7 +122,8 @@ class LayerHeadExplorer(Explorer):
             {"name": "head", "label": "head", "kind": "slider", "options": list(range(1, num_heads + 1))},
         ]
         panels = [
-            {"kind": "heatmap", "key": "weights", "title": "attention weights: rows are queries, columns keys",
+            {"kind": "heatmap", "key": "weights",
+             "title": "attention weights: rows are queries, columns keys",
              "vmin": 0, "vmax": 1},
             {"kind": "stats", "key": "stats", "title": "this head on this example (mean over the queries)"},
         ]
