@@ -8,7 +8,14 @@ permuted the same way), so order must be added to the inputs. Two ways:
         PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model))
     learned (BERT, GPT-2): one trained vector per position, P[pos] = Embedding(pos)
 
-Both are added to the token embeddings: x + PE[:T].
+Both are added to the token embeddings: x + PE[:T]. Two relative schemes add nothing to the
+inputs and act on the attention scores instead:
+
+    RoPE (Su et al., 2021): rotate each query and key pair (2i, 2i+1) by the angle t * w_i of
+        its position t, so that the score (R_s q) . (R_t k) = q . R_(t-s) k depends on t - s only
+        (`apply_rope`);
+    ALiBi (Press et al., 2022): add -m_h * (i - j) to the score of query i and key j, a slope
+        m_h per head (`alibi_slopes`, `alibi_bias`).
 """
 
 import math
@@ -16,7 +23,8 @@ import math
 import torch
 import torch.nn as nn
 
-__all__ = ["sinusoidal_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding"]
+__all__ = ["sinusoidal_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
+           "apply_rope", "alibi_slopes", "alibi_bias"]
 
 
 def sinusoidal_encoding(max_len, d_model, base=10000.0):
@@ -87,3 +95,53 @@ def _check_input(x, d_model, max_len, start=0):
     if start + x.shape[1] > max_len:
         raise ValueError(f"sequence length T={x.shape[1]} from position {start} exceeds "
                          f"max_len={max_len}")
+
+
+def apply_rope(x, base=10000.0, start=0):
+    """Rotary position embedding (Su et al., 2021): rotate every feature pair by its position.
+
+    x: (..., T, d) with d even, the queries or the keys of one head at positions
+    start .. start+T-1. Pair (2i, 2i+1) of position t turns by the angle theta = t * w_i,
+    w_i = base^(-2i / d) (the frequencies of the sinusoidal encoding):
+
+        y[t, 2i]   = x[t, 2i] cos(theta) - x[t, 2i+1] sin(theta)
+        y[t, 2i+1] = x[t, 2i] sin(theta) + x[t, 2i+1] cos(theta)
+
+    Rotations compose, R_s^T R_t = R_(t-s), so after rotating queries and keys the score
+    (R_s q) . (R_t k) = q . R_(t-s) k depends on the positions only through the offset t - s.
+    Returns a tensor of x's shape.
+    """
+    T, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(f"RoPE rotates feature pairs: the last dim must be even, got {d}")
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    position = torch.arange(start, start + T, dtype=dtype, device=x.device)[:, None]
+    frequency = base ** (-torch.arange(0, d, 2, dtype=dtype, device=x.device) / d)
+    theta = position * frequency                                   # (T, d/2)
+    cos, sin = torch.cos(theta).to(x.dtype), torch.sin(theta).to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]                         # (..., T, d/2) each
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
+
+
+def alibi_slopes(num_heads):
+    """ALiBi's slopes (Press et al., 2022): m_h = 2^(-8h / num_heads) for h = 1 .. num_heads,
+    a geometric sequence from 2^(-8/num_heads) down to 2^-8. Returns (num_heads,)."""
+    if not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
+    return 2.0 ** (-8.0 * torch.arange(1, num_heads + 1, dtype=torch.float32) / num_heads)
+
+
+def alibi_bias(T, num_heads, causal=True):
+    """ALiBi's bias, a float mask added to the scores (Press et al., 2022).
+
+        bias[h, i, j] = -m_h * (i - j)     for keys j <= i
+                      = -inf                for j > i (causal=True; ALiBi is used in decoders)
+
+    With causal=False the bias is -m_h * |i - j| on both sides. Returns (num_heads, T, T),
+    which broadcasts against scores (B, num_heads, T, T).
+    """
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    distance = (i - j).abs().float() if not causal else (i - j).float()       # (T, T)
+    bias = -alibi_slopes(num_heads)[:, None, None] * distance                # (h, T, T)
+    return bias.masked_fill(j > i, -math.inf) if causal else bias

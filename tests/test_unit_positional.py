@@ -67,3 +67,50 @@ def test_modules_add_the_encoding_and_reject_long_inputs():
 def test_bad_sizes(args):
     with pytest.raises(ValueError, match="must be a positive int"):
         sinusoidal_encoding(*args)
+
+
+def test_rope_matches_the_rotation_formula():
+    from course_lib.positional import apply_rope
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 7, 8, generator=g, dtype=torch.float64)
+    y = apply_rope(x, base=100.0, start=3)
+    for t in range(7):
+        for i in range(4):
+            theta = (t + 3) * 100.0 ** (-2 * i / 8)
+            c, s = math.cos(theta), math.sin(theta)
+            a, b = x[:, t, 2 * i], x[:, t, 2 * i + 1]
+            torch.testing.assert_close(y[:, t, 2 * i], a * c - b * s)
+            torch.testing.assert_close(y[:, t, 2 * i + 1], a * s + b * c)
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))     # a rotation keeps lengths
+    with pytest.raises(ValueError, match="must be even"):
+        apply_rope(torch.randn(1, 3, 5))
+
+
+def test_rope_scores_depend_on_the_offset_only():
+    from course_lib.positional import apply_rope
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(1, 16, generator=g), torch.randn(1, 16, generator=g)
+    def score(i, j):
+        return (apply_rope(q, start=i) * apply_rope(k, start=j)).sum().item()
+    for i, j, s in [(0, 3, 10), (5, 2, 100), (7, 7, 1000)]:
+        assert score(i + s, j + s) == pytest.approx(score(i, j), abs=1e-3)
+    assert abs(score(0, 3) - score(0, 4)) > 1e-3                       # but on the offset it does
+
+
+def test_alibi_bias_matches_the_formula():
+    from course_lib.positional import alibi_bias, alibi_slopes
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(k + 1) for k in range(8)]))
+    torch.testing.assert_close(alibi_slopes(2), torch.tensor([2.0 ** -4, 2.0 ** -8]))
+    bias = alibi_bias(5, 4)
+    assert bias.shape == (4, 5, 5)
+    m = alibi_slopes(4)
+    for h in range(4):
+        for i in range(5):
+            for j in range(5):
+                expected = -math.inf if j > i else -m[h].item() * (i - j)
+                assert bias[h, i, j].item() == pytest.approx(expected)
+    sym = alibi_bias(4, 2, causal=False)
+    torch.testing.assert_close(sym, sym.transpose(-2, -1))
+    assert sym[0, 0, 3].item() == pytest.approx(-3 * alibi_slopes(2)[0].item())
+    with pytest.raises(ValueError, match="num_heads"):
+        alibi_slopes(0)

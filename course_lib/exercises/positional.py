@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from ._engine import Case, Check, Mistake, lib
+from ._compare import within
+from ._engine import Case, Check, Mistake, Prediction, lib, randn
 
 
 # --------------------------------------------------------------------------------------
@@ -104,4 +105,93 @@ check_alibi_bias = Check(
            "key, the lower its bias.",
            "The bias is added to the scores before the softmax: a key that must get zero weight "
            "needs -inf."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# RoPE: rotate the queries and keys by their positions
+# --------------------------------------------------------------------------------------
+def _rope(x, base=10000.0, exponent="2i/d", sign=1.0, layout="interleaved"):
+    """Rotary embedding of x (..., T, d) at positions 0..T-1; the keywords are the mistakes."""
+    T, d = x.shape[-2], x.shape[-1]
+    i = torch.arange(d // 2, dtype=torch.float64)
+    frequency = base ** (-(2 * i if exponent == "2i/d" else i) / d)
+    theta = torch.arange(T, dtype=torch.float64)[:, None] * frequency          # (T, d/2)
+    cos, sin = torch.cos(theta).to(x.dtype), sign * torch.sin(theta).to(x.dtype)
+    if layout == "halves":
+        a, b = x[..., : d // 2], x[..., d // 2:]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
+
+
+check_apply_rope = Check(
+    "check_apply_rope", "fn(x (..., T, d), base=10000.0) -> (..., T, d): feature pair (2i, 2i+1) "
+    "of position t rotated by the angle t * base^(-2i/d)",
+    params=("x",),
+    reference=lib("positional.apply_rope"), seed=41,
+    cases=lambda g: [Case("T = 5, d = 4", randn(g, 5, 4)),
+                     Case("a batch of heads (2, 3, 6, 8)", randn(g, 2, 3, 6, 8)),
+                     Case("T = 40, d = 16, base = 100", randn(g, 1, 40, 16), base=100.0),
+                     Case("one position, T = 1", randn(g, 2, 1, 8))],
+    mistakes=[
+        Mistake("the rotation turns the wrong way: the first coordinate of a pair becomes "
+                "x_2i cos - x_2i+1 sin, the second x_2i sin + x_2i+1 cos.",
+                lambda x, base=10000.0: _rope(x, base, sign=-1.0)),
+        Mistake("the exponent is i/d; it is 2i/d, with 2i the index of the pair's first column "
+                "(the frequencies of the sinusoidal encoding).",
+                lambda x, base=10000.0: _rope(x, base, exponent="i/d")),
+        Mistake("the pairs are (i, i + d/2), the first half against the second half; this "
+                "exercise pairs neighbouring columns (2i, 2i+1).",
+                lambda x, base=10000.0: _rope(x, base, layout="halves")),
+    ],
+    hints=["Each pair of columns (2i, 2i+1) turns by its own angle, proportional to the position: "
+           "build the (T, d/2) table of angles by broadcasting.",
+           "Take the even and the odd columns apart with slices with a step; each pair (a, b) "
+           "becomes a 2-D vector turned by the angle.",
+           "Put the two rotated halves back in alternating columns: stack them on a new last dim "
+           "and flatten the last two dims."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# Predict, then measure: does an ADDED sinusoidal code make the score shift-invariant?
+# --------------------------------------------------------------------------------------
+def added_score_change(d_model=16, shifts=100, i=3, j=5, seed=0):
+    """The largest change of the score (x_a + PE[i+s]) . (x_b + PE[j+s]) over the shifts
+    s = 1..shifts: two random N(0, 1) content vectors, the sinusoidal table of
+    `positional.sinusoidal_encoding`, positions i and j moved together (the offset stays j - i)."""
+    table = lib("positional.sinusoidal_encoding")
+    g = torch.Generator().manual_seed(seed)
+    x = randn(g, 2, d_model)
+    pe = table(j + shifts + 1, d_model)
+    s = torch.arange(shifts + 1)
+    score = ((x[0] + pe[i + s]) * (x[1] + pe[j + s])).sum(-1)      # (shifts + 1,)
+    return round(float((score - score[0]).abs().max()), 3)
+
+
+check_added_score_prediction = Prediction(
+    "check_added_score_prediction", "your prediction of how much the score (x_a + PE_i).(x_b + PE_j) "
+    "changes (largest change) when both positions move together by up to 100, against the measurement",
+    quantity="the largest change of the score when i and j move together (d_model = 16)",
+    tolerance=within(abs=3.0), example=6.0,
+    explanation=("property 3 of the chapter holds for PE_i . PE_j alone: that term depends on the "
+                 "offset only and does not change. But the score of ADDED codes has two more terms "
+                 "that mix content and position, x_a . PE_j and PE_i . x_b, and those change with the "
+                 "absolute positions (each is at most |x| |PE| = 4 x 2.8 in size and swings between "
+                 "signs). So an absolute code added to the input does not give shift-invariant scores: "
+                 "a model must learn to cancel the mixed terms. RoPE rotates q and k instead, and its "
+                 "score does not change at all under a common shift (the chapter measures it)."),
+    mistakes=[
+        Mistake("the score of ADDED codes is not shift-invariant: PE_i . PE_j depends on the offset "
+                "only, but the mixed terms x_a . PE_j and PE_i . x_b depend on the absolute positions.",
+                lambda measured: 0.0),
+        Mistake("only the two mixed terms change (the content term and PE . PE do not), and each is "
+                "bounded by |x| |PE|: the change is a few units, not tens.",
+                lambda measured: 4 * measured),
+    ],
+    hints=["Expand the product (x_a + PE_i) . (x_b + PE_j) into four terms. Which of them change when "
+           "i and j move together?",
+           "x_a has norm about sqrt(16) = 4, a row of the table has norm sqrt(8): how large can "
+           "x_a . PE_j be, and how much can it swing as j moves?"],
 )
