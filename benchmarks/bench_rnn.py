@@ -1,5 +1,12 @@
-"""Recurrent networks: course_lib's LSTM against torch.nn.LSTM, and the summaries of the
-committed sweeps of chapters 1 and 2 (`benchmarks/sweeps_rnn.py` runs them)."""
+"""Recurrent networks: course_lib's LSTM against torch.nn.LSTM, and chapter 2's sweep.
+
+    python benchmarks/run.py --only lstm_vs_torch   # the timing benchmark
+    python benchmarks/sweep.py charlm_cells         # RNN vs GRU vs LSTM language models
+
+charlm_cells: the three character-level language models of chapter 2 (course_lib.recipes:
+train_char_lm with recipes.CHAR_LM_RECIPE), 3 seeds each, the same numbers of steps, one
+learning rate; validation and test bits per character every 300 steps. One torch thread per run.
+"""
 
 import statistics
 import time
@@ -7,9 +14,8 @@ import warnings
 
 import torch
 
-from common import record
+from common import SweepSpec, record
 from course_lib.rnn import LSTM
-from sweeps_rnn import summary_records
 
 
 def lstm_vs_torch(args):
@@ -72,6 +78,80 @@ def lstm_vs_torch(args):
 BENCHMARKS = [
     ("LSTM: course_lib vs torch (forward + backward, CPU float32, B=32, T=64, input 64, hidden 128)",
      lstm_vs_torch),
-    ("Recurrent networks: the committed sweeps of chapters 1 and 2 (mean over seeds, spread = "
-     "min to max; re-run with benchmarks/sweeps_rnn.py)", summary_records),
 ]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 2: RNN vs GRU vs LSTM language models at equal steps
+# ---------------------------------------------------------------------------
+
+_CORPUS = {}
+
+
+def _corpus():
+    if not _CORPUS:
+        from course_lib.data import char_corpus
+        _CORPUS["c"] = char_corpus()
+    return _CORPUS["c"]
+
+
+def charlm_run(point, seed, config):
+    """One language model of chapter 2 (recipes.train_char_lm), trained for config["steps"]:
+    held-out bits per character on the whole validation and test pieces every
+    config["eval_every"] steps (val_bpc_<step>, test_bpc_<step>). With a constant learning
+    rate, the value at step 300 is that of a 300-step run."""
+    import math
+
+    from course_lib.recipes import train_char_lm
+    from course_lib.train import lm_heldout_loss
+
+    corpus = _corpus()
+
+    def eval_fn(model):
+        return [lm_heldout_loss(model, corpus.val) / math.log(2),
+                lm_heldout_loss(model, corpus.test) / math.log(2)]
+
+    _, history = train_char_lm(point["cell"], corpus, config["steps"], lr=config["lr"], seed=seed,
+                               forget_bias=config["forget_bias"].get(point["cell"]),
+                               eval_every=config["eval_every"], eval_fn=eval_fn, progress=False)
+    out = {}
+    for step, (val, test) in history.evals:
+        out[f"val_bpc_{step}"], out[f"test_bpc_{step}"] = val, test
+    return out
+
+
+def _charlm_config():
+    from course_lib.recipes import CHAR_LM_RECIPE as r
+    return {"steps": max(r["budgets"]), "budgets": list(r["budgets"]), "eval_every": min(r["budgets"]),
+            "lr": r["lr"], "forget_bias": dict(r["forget_bias"])}
+
+
+_CHARLM = _charlm_config()
+_CHARLM_STEPS = range(_CHARLM["eval_every"], _CHARLM["steps"] + 1, _CHARLM["eval_every"])
+
+SWEEPS = {
+    "charlm_cells": SweepSpec(
+        title="Character LMs: RNN vs GRU vs LSTM, held-out bits per character by steps (lr 0.01)",
+        run=charlm_run,
+        points=[{"cell": cell} for cell in ("rnn", "gru", "lstm")],
+        config=_CHARLM,
+        recipe=["course_lib.recipes:CHAR_LM_RECIPE", "course_lib.recipes:train_char_lm",
+                "course_lib.recipes:train_lm", "course_lib.recipes:lm_loss",
+                "course_lib.train:fit", "course_lib.train:lm_heldout_loss",
+                "course_lib.data:lm_batch", "course_lib.data:char_corpus", "course_lib.data:split_text",
+                "course_lib.data:load_text", "course_lib.data:Vocab",
+                "course_lib.rnn:RecurrentLayer", "course_lib.rnn:RNN", "course_lib.rnn:GRU",
+                "course_lib.rnn:LSTM", "course_lib.rnn:rnn_step", "course_lib.rnn:gru_step",
+                "course_lib.rnn:lstm_step", "course_lib.rnn:set_forget_bias",
+                "course_lib.rnn:_uniform_init"],
+        modules=["course_lib.charlm"],
+        metrics={f"{split}_bpc_{s}": {"unit": "bits/char", "higher_is_better": False}
+                 for s in _CHARLM_STEPS for split in ("val", "test")},
+        records=[(f"{split}_bpc_{s}", f"charlm_{split}_bpc/{{cell}}/{s}")
+                 for s in _CHARLM["budgets"] for split in ("val", "test")],
+        description="CharLM (embedding 32, one recurrent layer of 128 units) trained by "
+                    "recipes.train_char_lm: Adam at a constant learning rate 0.01 (not tuned per "
+                    "cell), batches of 32 random windows of 64 characters, gradients clipped to "
+                    "norm 1, LSTM forget bias 1. 3 seeds per cell, 1500 steps each; bits per "
+                    "character on the whole validation and test pieces every 300 steps."),
+}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
-from ._compare import compare
-from ._engine import Case, Check, Mistake, WrongResult, lib, load, no_grad, randn
+from ._compare import compare, within
+from ._engine import Answer, Case, Check, Mistake, Prediction, WrongResult, lib, load, no_grad, randn
 
 
 def _params(g, input_size, H, gates=1, scale=0.5):
@@ -257,4 +259,130 @@ check_sample_next = Check(
            "Otherwise, turn the logits divided by the temperature into probabilities over the "
            "last dim, and draw one id per row with torch.multinomial, passing the generator.",
            "torch.multinomial(probs, 1) returns shape (B, 1): remove the last dim."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# the coupled-gate LSTM (input gate = 1 - forget gate)
+# --------------------------------------------------------------------------------------
+def _coupled(x, h, c, W_ih, W_hh, b_ih, b_hh, mistake=None):
+    """One step of the LSTM with coupled input and forget gates (CIFG; Greff et al. 2017):
+    blocks f, g, o; c' = f * c + (1 - f) * g, h' = o * tanh(c'). Mistakes as switches."""
+    f, g, o = (x @ W_ih.T + b_ih + h @ W_hh.T + b_hh).chunk(3, -1)
+    if mistake == "blocks g f o":
+        g, f = f, g
+    f, g, o = torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+    if mistake == "coupled the wrong way":
+        c = (1 - f) * c + f * g
+    elif mistake == "no input gate":
+        c = f * c + g
+    else:
+        c = f * c + (1 - f) * g
+    return (o * c if mistake == "no tanh" else o * torch.tanh(c)), c
+
+
+def _coupled_cases(g):
+    cases = []
+    for description, B, input_size, H in [("B=2, 3 inputs, 4 units", 2, 3, 4),
+                                          ("one example, 5 inputs, 2 units", 1, 5, 2),
+                                          ("B=4, 2 inputs, 6 units", 4, 2, 6)]:
+        x, h, c = randn(g, B, input_size), randn(g, B, H, scale=0.7), randn(g, B, H, scale=1.5)
+        cases.append(Case(description, x, h, c, *_params(g, input_size, H, gates=3)))
+    return cases
+
+
+check_coupled_lstm_cell = Check(
+    "check_coupled_lstm_cell", "fn(x (B, I), h (B, H), c (B, H), W_ih (3H, I), W_hh (3H, H), b_ih, "
+    "b_hh) -> (h', c'): the LSTM with coupled gates, blocks f, g, o, input gate 1 - f",
+    params=("x", "h", "c", "W_ih", "W_hh", "b_ih", "b_hh"),
+    reference=_coupled, cases=_coupled_cases, seed=22, outputs=("h'", "c'"),
+    mistakes=[
+        Mistake("the coupling is the wrong way round: f keeps the OLD cell state and 1 - f "
+                "writes the candidate.", lambda *a: _coupled(*a, mistake="coupled the wrong way")),
+        Mistake("the candidate is written without a gate: the input gate is not gone, it is "
+                "1 - f.", lambda *a: _coupled(*a, mistake="no input gate")),
+        Mistake("h' shows the squashed cell state: o * tanh(c'), not o * c'.",
+                lambda *a: _coupled(*a, mistake="no tanh")),
+        Mistake("the blocks are stacked f, g, o: the first H rows are the forget gate, the next "
+                "H the candidate.", lambda *a: _coupled(*a, mistake="blocks g f o")),
+    ],
+    hints=["Start from the LSTM's equations: which of i, f, g, o is no longer computed, and "
+           "what takes its place?",
+           "One product of x and one of h (with their biases) give three blocks of H; two "
+           "become sigmoids and one a tanh.",
+           "Only the line of the cell state changes; the hidden state is computed as in the "
+           "LSTM. Return both new states."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# the forget bias at which the gradient reaches 50 steps back
+# --------------------------------------------------------------------------------------
+_BIASES = [0.25 * k for k in range(17)]  # 0, 0.25, ..., 4
+
+
+@functools.lru_cache(maxsize=64)
+def _reach_at_start(bias, curve):
+    """gradient_reach's `curve` of a fresh LSTM reading 50 steps, all the way back (k = 50)."""
+    return lib("widgets.gradient_reach")("lstm", forget_bias=bias, steps=50)[curve][50].item()
+
+
+def smallest_reaching_bias(curve="reach", threshold=1e-2, last_below=False):
+    """The smallest forget bias of 0, 0.25, ..., 4 at which widgets.gradient_reach(..., steps=50)'s
+    `curve` ("reach", or "forget_product": the additive path alone) exceeds `threshold` at
+    k = 50. last_below=True returns the bias just before it (a typical off-by-one)."""
+    previous = None
+    for bias in _BIASES:
+        if _reach_at_start(bias, curve) > threshold:
+            return previous if last_below else bias
+        previous = bias
+    return float("inf")
+
+
+check_reach_bias = Answer(
+    "check_reach_bias", "the smallest forget-gate bias of 0, 0.25, ..., 4 at which the gradient "
+    "measured by gradient_reach(..., steps=50) at initialisation still exceeds 1e-2 fifty steps back",
+    quantity="the smallest forget bias (grid 0.25) with reach[50] > 1e-2 (steps=50)",
+    reference=smallest_reaching_bias, tolerance=within(abs=0.2),
+    mistakes=[
+        Mistake("that is where the forget-gate product alone (the orange curve, or sigmoid(b) ** "
+                "50) exceeds 1e-2; the measured gradient also flows through h and the gates and "
+                "is larger. Measure reach, the gradient autograd computes.",
+                lambda: smallest_reaching_bias("forget_product")),
+        Mistake("that is the last bias at which the reach is still BELOW 1e-2; the question asks "
+                "for the first one above it.", lambda: smallest_reaching_bias(last_below=True)),
+    ],
+    hints=["gradient_reach(\"lstm\", forget_bias=b, steps=50) returns a dict; its \"reach\" entry is a "
+           "tensor indexed by k, the number of steps back.",
+           "Loop over the biases in increasing order and stop at the first one whose value at "
+           "k = 50 is above the threshold."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# predict, then measure: how far a GRU's gradient reaches with a large update-gate bias
+# --------------------------------------------------------------------------------------
+check_gru_reach_prediction = Prediction(
+    "check_gru_reach_prediction", "your prediction of the gradient reaching 50 steps back in a "
+    "fresh GRU whose update gates start at bias 3, against the measurement",
+    quantity="||d(u . h_50) / d h_0|| of a fresh GRU with update-gate bias 3",
+    tolerance=within(factor=2.0), example=0.093,
+    explanation=("with bias 3 the update gates start near sigmoid(3) = 0.95, and h_t = (1 - z) * n "
+                 "+ z * h_{t-1} copies the old state with that weight: the copy path alone gives "
+                 "about 0.95 ** 50 = 0.09, and that is what is measured. Every other path goes "
+                 "through the candidate n, which is multiplied by 1 - z = 0.05, so it adds "
+                 "little. The LSTM at forget bias 3 is different: its input gate is not tied to "
+                 "the forget gate (about 0.5), so the paths through i * g and the gates carry "
+                 "several times the forget-gate product (the chapter's figure)."),
+    mistakes=[
+        Mistake("the LSTM at forget bias 3 measured several times its forget-gate product; in "
+                "the GRU the paths other than the copy go through 1 - z, which is small here.",
+                lambda measured: 8 * measured),
+        Mistake("the update gate copies the state: with z near 0.95 the gradient decays like "
+                "0.95 per step, not like the vanilla RNN's.", lambda measured: 1e-6 * measured),
+    ],
+    hints=["With bias 3, what is the typical value of z at initialisation, and what does the "
+           "line h_t = (1 - z) * n + z * h_{t-1} do to the gradient when z is near it?",
+           "Raise that factor to the 50th power; then ask whether the paths through the "
+           "candidate n can add much when they are multiplied by 1 - z."],
 )
