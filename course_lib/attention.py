@@ -28,18 +28,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import (
-    additive_mask,
-    check_attention_tensor,
-    check_int,
-    check_key_length,
-    check_last_dim,
-    check_mask_lengths,
-    check_query_key,
-    check_query_key_value,
-    check_scores_values,
-    shape_of,
-)
+from ._checks import (additive_mask, check_attention_tensor, check_int, check_key_length, check_last_dim,
+                      check_mask_lengths, check_query_key, check_query_key_value, check_scores_values,
+                      shape_of)
 
 __all__ = [
     "dot_score",

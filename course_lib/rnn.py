@@ -37,30 +37,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import (
-    check_bool,
-    check_dropout,
-    check_int,
-    check_nonlinearity,
-    check_rnn_input,
-    check_rnn_state,
-    shape_of,
-    split_lstm_state,
-)
+from ._checks import (check_bool, check_dropout, check_int, check_nonlinearity, check_rnn_input,
+                      check_rnn_state, shape_of, split_lstm_state)
 
-__all__ = [
-    "rnn_step",
-    "lstm_step",
-    "gru_step",
-    "RNNCell",
-    "LSTMCell",
-    "GRUCell",
-    "RecurrentLayer",
-    "RNN",
-    "LSTM",
-    "GRU",
-    "set_forget_bias",
-]
+__all__ = ["rnn_step", "lstm_step", "gru_step", "RNNCell", "LSTMCell", "GRUCell", "RecurrentLayer",
+           "RNN", "LSTM", "GRU", "set_forget_bias"]
 
 NONLINEARITIES = {"tanh": torch.tanh, "relu": torch.relu}
 

@@ -12,16 +12,8 @@ from pathlib import Path
 import nbformat
 
 from .files import book_files, release_toc
-from .markers import (
-    _CHECK_CALL,
-    HIDE_INPUT_TAG,
-    RAISES_TAG,
-    SOLUTION_TAG,
-    STUB,
-    ReleaseError,
-    strip_solution_directives,
-    stub_solutions,
-)
+from .markers import (_CHECK_CALL, HIDE_INPUT_TAG, RAISES_TAG, SOLUTION_TAG, STUB, ReleaseError,
+                      strip_solution_directives, stub_solutions)
 
 
 @dataclass
