@@ -65,3 +65,90 @@ BENCHMARKS = [
     ("Multi-head attention: course_lib vs torch (self-attention, forward + backward incl. parameter "
      "gradients, CPU float32, B=32, T=128, d_model=256, h=8)", mha_fwd_bwd_vs_torch),
 ]
+
+
+# --------------------------------------------------------------------------------------
+# Sweep: one head against two on the chapter's three-lookups task, at a longer budget
+# --------------------------------------------------------------------------------------
+import torch.nn.functional as F  # noqa: E402
+from common import SweepSpec  # noqa: E402
+
+from course_lib.data import Vocab, copy_pairs  # noqa: E402
+from course_lib.positional import LearnedPositionalEmbedding  # noqa: E402
+from course_lib.train import fit, seed_everything  # noqa: E402
+
+LETTERS, LOOKUP_T = "abcdefghijklmnopqrstuvwxyz", 9
+
+
+class TinyAttentionModel(nn.Module):
+    """The model of chapter 7 (same code): embeddings (+ learned positions) -> one multi-head
+    attention layer whose values are the tokens alone -> MLP. logits (B, T, n_outputs, n_classes)."""
+
+    def __init__(self, vocab_size, max_len, d_model, num_heads, n_outputs, n_classes):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos = LearnedPositionalEmbedding(d_model, max_len)
+        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(),
+                                 nn.Linear(4 * d_model, n_outputs * n_classes))
+        self.n_outputs, self.n_classes = n_outputs, n_classes
+
+    def forward(self, x, mask=None):
+        tokens = self.embed(x)
+        where = self.pos(tokens)
+        found, weights = self.attn(where, where, tokens, mask)
+        logits = self.mlp(found)
+        return logits.view(*x.shape, self.n_outputs, self.n_classes), weights
+
+
+def three_lookups(n, seed, vocab):
+    """Chapter 7's task: x (n, T) letters; y (n, T, 3) = mirror, previous, next (pad = none)."""
+    pairs = copy_pairs(n, seed=seed, min_len=LOOKUP_T, max_len=LOOKUP_T, alphabet=LETTERS, reverse=True)
+    x = torch.tensor([vocab.encode(s) for s, _ in pairs])
+    mirror = torch.tensor([vocab.encode(r) for _, r in pairs])
+    none = torch.full((n, 1), vocab.pad_id)
+    previous = torch.cat([none, x[:, :-1]], 1)
+    following = torch.cat([x[:, 1:], none], 1)
+    return x, torch.stack([mirror, previous, following], -1)
+
+
+def heads_lookup_run(point, seed, config):
+    """One (heads, steps, seed): chapter 7's recipe (d_model 32, Adam lr 1e-2, batches of 64
+    strings seeded 1000 * seed + step); held-out accuracy per lookup and of the worst lookup."""
+    vocab = Vocab(LETTERS)
+    x_test, y_test = three_lookups(1000, 10_000, vocab)
+    seed_everything(seed)
+    model = TinyAttentionModel(len(vocab), LOOKUP_T, d_model=config["d_model"], num_heads=point["heads"],
+                               n_outputs=3, n_classes=len(vocab))
+
+    def loss(m, batch):
+        x, y = batch
+        return F.cross_entropy(m(x)[0].flatten(0, 2), y.flatten())
+
+    fit(model, loss, lambda step: three_lookups(64, 1000 * seed + step, vocab), steps=point["steps"],
+        lr=config["lr"], progress=False)
+    model.eval()
+    with torch.no_grad():
+        acc = (model(x_test)[0].argmax(-1) == y_test).float().mean(dim=(0, 1))
+    return {"worst": acc.min().item(), "mirror": acc[0].item(), "previous": acc[1].item(),
+            "next": acc[2].item()}
+
+
+SWEEPS = {
+    "heads_three_lookups": SweepSpec(
+        title="Chapter 7: one head against two on the three-lookups task, by training budget",
+        run=heads_lookup_run,
+        points=[{"heads": h, "steps": s} for h in (1, 2) for s in (500, 2000)],
+        config={"d_model": 32, "lr": 1e-2},
+        recipe=["bench_multihead:TinyAttentionModel", "bench_multihead:three_lookups",
+                "course_lib.train:fit", "course_lib.data:copy_pairs", "course_lib.data:Vocab",
+                "course_lib.multihead:MultiHeadAttention",
+                "course_lib.positional:LearnedPositionalEmbedding"],
+        modules=[],
+        metrics={m: {"unit": "accuracy", "higher_is_better": True}
+                 for m in ("worst", "mirror", "previous", "next")},
+        seeds=[0, 1, 2],
+        records=[("worst", "heads_three_lookups/h{heads}/{steps}")],
+        description="Held-out accuracy (1000 strings) of the worst of the three lookups.",
+    ),
+}
