@@ -155,3 +155,57 @@ SWEEPS = {
                     "norm 1, LSTM forget bias 1. 3 seeds per cell, 1500 steps each; bits per "
                     "character on the whole validation and test pieces every 300 steps."),
 }
+
+
+# ---------------------------------------------------------------------------
+# Chapter 2: stacked bidirectional layers put the spaces back
+# ---------------------------------------------------------------------------
+
+_SEGMENTER = {"steps": 1000, "eval_every": 100, "lr": 1e-2, "hidden": {"bidirectional": 32, "forward": 52}}
+
+
+def segmenter_run(point, seed, config):
+    """One segmenter of chapter 2 (course_lib.rnn_experiments.train_segmenter): two stacked GRU
+    layers read the text without its spaces and say after which characters a space stood.
+    Validation error and bits every config["eval_every"] steps (val_error_<step>,
+    val_bits_<step>), test scores at the end, and the number of parameters."""
+    from course_lib.rnn_experiments import segmentation_scores, train_segmenter, unspaced
+
+    corpus = _corpus()
+    direction = point["direction"]
+    model, history = train_segmenter(corpus, config["steps"], bidirectional=direction == "bidirectional",
+                                     hidden_size=config["hidden"][direction], lr=config["lr"], seed=seed,
+                                     eval_every=config["eval_every"])
+    out = {}
+    for step, scores in history.evals:
+        out[f"val_error_{step}"], out[f"val_bits_{step}"] = scores["error"], scores["bits"]
+    test = segmentation_scores(model, *unspaced(corpus.test, corpus.vocab.stoi[" "]))
+    out.update(test_error=test["error"], test_bits=test["bits"],
+               parameters=sum(p.numel() for p in model.parameters()))
+    return out
+
+
+_SEGMENTER_STEPS = range(_SEGMENTER["eval_every"], _SEGMENTER["steps"] + 1, _SEGMENTER["eval_every"])
+
+SWEEPS["charlm_segmenter"] = SweepSpec(
+    title="Word segmentation: two stacked GRU layers, bidirectional or forward only (equal parameters)",
+    run=segmenter_run,
+    points=[{"direction": "bidirectional"}, {"direction": "forward"}],
+    config=_SEGMENTER,
+    recipe=["course_lib.rnn_experiments:train_segmenter", "course_lib.rnn_experiments:Segmenter",
+            "course_lib.rnn_experiments:unspaced", "course_lib.rnn_experiments:segmentation_scores",
+            "course_lib.train:fit", "course_lib.data:char_corpus", "course_lib.data:split_text",
+            "course_lib.data:load_text", "course_lib.data:Vocab", "course_lib.rnn:RecurrentLayer",
+            "course_lib.rnn:GRU", "course_lib.rnn:gru_step", "course_lib.rnn:_uniform_init"],
+    modules=[],
+    metrics={**{f"val_{m}_{s}": {"unit": "share" if m == "error" else "bits/char", "higher_is_better": False}
+                for s in _SEGMENTER_STEPS for m in ("error", "bits")},
+             "test_error": {"unit": "share", "higher_is_better": False},
+             "test_bits": {"unit": "bits/char", "higher_is_better": False},
+             "parameters": {"unit": "", "higher_is_better": False}},
+    records=[("test_error", "charlm_segmenter_test_error/{direction}")],
+    description="The text of chapter 2 with its spaces removed; a model of two stacked GRU layers "
+                "(course_lib.rnn_experiments.Segmenter) says after which characters a space stood. "
+                "Bidirectional (32 units per direction) or forward only (52 units: about the same "
+                "number of parameters); Adam at 0.01, batches of 32 windows of 32 characters, "
+                "gradients clipped to norm 1; 3 seeds, 1000 steps, validation scores every 100 steps.")

@@ -78,3 +78,32 @@ def test_generate_is_seeded_and_greedy_is_deterministic(tiny_lm):
     assert generate(model, vocab, "t", 0) == ["t"]
     with pytest.raises(ValueError, match="prompt"):
         generate(model, vocab, "", 5)
+
+
+def _bench_rnn():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import bench_rnn
+
+    return bench_rnn
+
+
+def test_chapter_2_sweep_follows_the_recipe():
+    from course_lib.recipes import CHAR_LM_RECIPE
+
+    spec = _bench_rnn().SWEEPS["charlm_cells"]
+    assert spec.config["budgets"] == list(CHAR_LM_RECIPE["budgets"]) and spec.config["lr"] == CHAR_LM_RECIPE["lr"]
+    assert spec.config["steps"] == max(CHAR_LM_RECIPE["budgets"])
+    assert [p["cell"] for p in spec.points] == list(CHAR_LM_RECIPE["cells"])
+    assert all(f"{split}_bpc_{b}" in spec.metrics for b in CHAR_LM_RECIPE["budgets"] for split in ("val", "test"))
+
+
+@pytest.mark.slow
+def test_chapter_2_sweep_run_reports_every_evaluation_step():
+    spec = _bench_rnn().SWEEPS["charlm_cells"]
+    torch.set_num_threads(1)
+    out = _bench_rnn().charlm_run({"cell": "lstm"}, 0, dict(spec.config, steps=4, eval_every=2))
+    assert set(out) == {"val_bpc_2", "test_bpc_2", "val_bpc_4", "test_bpc_4"}
+    assert all(2.0 < v < 8.0 for v in out.values()), out  # below log2(V) after 4 steps, far from trained
