@@ -8,8 +8,16 @@ import torch
 from course_lib.attention import causal_mask, padding_mask
 from course_lib.gpt import GPT
 from course_lib.train import count_parameters
-from course_lib.transformer import (DecoderLayer, Encoder, EncoderLayer, FeedForward, Transformer,
-                                    beam_search, greedy_decode, shift_right)
+from course_lib.transformer import (
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    FeedForward,
+    Transformer,
+    beam_search,
+    greedy_decode,
+    shift_right,
+)
 
 BOS, EOS, PAD = 1, 2, 0
 
@@ -207,3 +215,20 @@ def test_bad_inputs_raise_with_names_and_shapes():
     with pytest.raises(ValueError, match="max_len=8"):
         GPT(11, d_model=16, num_heads=4, max_len=8)(torch.zeros(1, 9, dtype=torch.long))
     assert causal_mask(3).shape == (3, 3)
+
+
+def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
+    from course_lib.recipes import inverse_sqrt_warmup
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=0.5)
+    scheduler = inverse_sqrt_warmup(optimizer, warmup=4)
+    rates = []
+    for _ in range(16):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert rates[:4] == pytest.approx([0.125, 0.25, 0.375, 0.5])           # linear to the peak
+    assert max(rates) == pytest.approx(0.5)                                # peak = the set rate
+    assert rates[15] == pytest.approx(0.5 * (4 / 16) ** 0.5)               # then 1/sqrt(step)
+    with pytest.raises((TypeError, ValueError)):
+        inverse_sqrt_warmup(optimizer, warmup=2.5)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._compare import compare
-from ._engine import Case, Check, Mistake, lib, load, no_grad, randn
+from ._compare import compare, within
+from ._engine import Case, Check, Mistake, Prediction, lib, load, no_grad, randn
 
 
 # --------------------------------------------------------------------------------------
@@ -187,4 +187,185 @@ check_greedy_decode = Check(
            "their argmax and append it.",
            "Stop when every row has written eos_id or after max_len tokens; return the tokens "
            "without the <bos> column."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# the inverse-square-root warm-up of Vaswani et al. (2017)
+# --------------------------------------------------------------------------------------
+def _inverse_sqrt_lr(step, d_model, warmup, rise=1.5, pick=min, scale=True):
+    """lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); the keywords are mistakes."""
+    rate = pick(step ** -0.5, step * warmup ** -rise)
+    return d_model ** -0.5 * rate if scale else rate
+
+
+check_inverse_sqrt_lr = Check(
+    "check_inverse_sqrt_lr", "fn(step, d_model, warmup) -> float: the learning rate of "
+    "Vaswani et al. (2017) at step `step` (counted from 1)",
+    params=("step", "d_model", "warmup"),
+    reference=_inverse_sqrt_lr,
+    cases=lambda g: [
+        Case("the paper's base model, step 1", 1, 512, 4000),
+        Case("inside the warm-up", 1000, 512, 4000),
+        Case("the end of the warm-up", 4000, 512, 4000),
+        Case("after the warm-up", 100000, 512, 4000),
+        Case("d_model = 64, warmup = 100, step 400", 400, 64, 100),
+    ],
+    mistakes=[
+        Mistake("the warm-up branch rises too fast and the two branches do not meet at "
+                "step = warmup: the rising branch is step * warmup^-1.5.",
+                lambda s, d, w: _inverse_sqrt_lr(s, d, w, rise=0.5)),
+        Mistake("max instead of min: the rate must be the SMALLER of the rising and the "
+                "decaying branch (the decay wins after the warm-up).",
+                lambda s, d, w: _inverse_sqrt_lr(s, d, w, pick=max)),
+        Mistake("the factor d_model^-0.5 is missing: wider models get smaller rates.",
+                lambda s, d, w: _inverse_sqrt_lr(s, d, w, scale=False)),
+    ],
+    hints=["The rate is a product: a factor that depends on the width only, times the smaller "
+           "of two functions of the step.",
+           "One branch decays like 1/sqrt(step); the other grows linearly in step and must "
+           "equal the first at step = warmup. Solve for its slope."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# the decoder's self-attention mask: causal AND no padded keys
+# --------------------------------------------------------------------------------------
+def _self_mask(tgt_in, pad_id, causal=True, padding=True, queries=False, blocked=False,
+               upper=False):
+    """(B, 1, T, T) bool, True = allowed; the keywords are typical mistakes."""
+    B, T = tgt_in.shape
+    ones = torch.ones(T, T, dtype=torch.bool)
+    mask = torch.ones(B, 1, T, T, dtype=torch.bool)
+    if causal:
+        mask = mask & (ones.triu() if upper else ones.tril())
+    real = tgt_in != pad_id                                              # (B, T)
+    if padding:
+        mask = mask & real[:, None, None, :]
+    if queries:
+        mask = mask & real[:, None, :, None]
+    return ~mask if blocked else mask
+
+
+def _mask_cases(g):
+    t = torch.randint(3, 12, (3, 6), generator=g)
+    t[1, 4:] = 0
+    t[2, 2:] = 0
+    return [
+        Case("no padding", torch.randint(3, 12, (2, 5), generator=g), 0),
+        Case("rows with padding", t, 0),
+        Case("pad id 1, padded at the end", torch.tensor([[4, 1, 1]]), 1),
+        Case("padded at the start (left padding)", torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]]), 0),
+    ]
+
+
+check_decoder_self_mask = Check(
+    "check_decoder_self_mask", "fn(tgt_in (B, T) ids, pad_id) -> (B, 1, T, T) bool, True = "
+    "allowed: query t may attend key s if s <= t and key s is not padding",
+    params=("tgt_in", "pad_id"),
+    reference=_self_mask, cases=_mask_cases, seed=9,
+    mistakes=[
+        Mistake("only the padding is masked: a query also must not see the keys after it "
+                "(the causal part).", lambda t, p: _self_mask(t, p, causal=False)),
+        Mistake("only the causal part is there: padded keys must be masked too.",
+                lambda t, p: _self_mask(t, p, padding=False)),
+        Mistake("the polarity is torch's (True = blocked); the course's masks say True = allowed.",
+                lambda t, p: _self_mask(t, p, blocked=True)),
+        Mistake("the rows of padded QUERIES are masked too: they are then all False and their "
+                "softmax is 0/0 = NaN. Mask only the keys; no one reads the outputs at padded "
+                "positions.", lambda t, p: _self_mask(t, p, queries=True)),
+        Mistake("the triangle is the wrong one: query t may see keys s <= t (lower triangle, "
+                "diagonal included).", lambda t, p: _self_mask(t, p, upper=True)),
+    ],
+    hints=["Build the two conditions separately: one depends on (query, key) positions only, "
+           "the other on the key's token only.",
+           "Give the key condition the shape (B, 1, 1, T) and the position condition (T, T); "
+           "broadcasting combines them into (B, 1, T, T) with a logical AND."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# the label-smoothed loss
+# --------------------------------------------------------------------------------------
+def _smoothed(logits, target, eps, pad_id, spread="all", ignore=True, reduce="mean", keep=True):
+    """Label-smoothed cross-entropy; the keywords are typical mistakes."""
+    logp = logits.log_softmax(-1)                                        # (N, V)
+    V = logits.shape[-1]
+    nll = -logp.gather(-1, target[:, None])[:, 0]                        # (N,)
+    if spread == "others":                                               # eps over the V-1 others
+        others = -(logp.sum(-1) + nll) / (V - 1)
+        loss = (1 - eps) * nll + eps * others
+    elif spread == "scale":                                              # (1 - eps) * nll only
+        loss = (1 - eps) * nll
+    else:
+        loss = (1 - eps) * nll + eps * (-logp.mean(-1))
+    real = target != pad_id if ignore else torch.ones_like(target, dtype=torch.bool)
+    loss = loss[real]
+    return loss.sum() if reduce == "sum" else loss.mean()
+
+
+def _smoothed_reference(logits, target, eps, pad_id):
+    return F.cross_entropy(logits, target, ignore_index=pad_id, label_smoothing=eps)
+
+
+def _smoothing_cases(g):
+    t = torch.randint(1, 7, (6,), generator=g)
+    t[4:] = 0
+    return [
+        Case("eps = 0.1, two padded targets", randn(g, 6, 7), t, 0.1, 0),
+        Case("eps = 0.3, no padding, V = 5", randn(g, 4, 5) * 3,
+             torch.randint(1, 5, (4,), generator=g), 0.3, 0),
+        Case("eps = 0, pad id 2", randn(g, 5, 4), torch.tensor([1, 2, 3, 0, 2]), 0.0, 2),
+    ]
+
+
+check_label_smoothed_loss = Check(
+    "check_label_smoothed_loss", "fn(logits (N, V), target (N,), eps, pad_id) -> scalar: the "
+    "label-smoothed cross-entropy, mean over the non-pad targets, as "
+    "F.cross_entropy(..., ignore_index=pad_id, label_smoothing=eps)",
+    params=("logits", "target", "eps", "pad_id"),
+    reference=_smoothed_reference, cases=_smoothing_cases, seed=11,
+    mistakes=[
+        Mistake("eps is spread over the V - 1 wrong classes only; torch (and Szegedy et al., "
+                "2016) spread it over all V classes, the right one included.",
+                lambda *a: _smoothed(*a, spread="others")),
+        Mistake("the loss is only scaled by (1 - eps): the smoothed target also puts eps / V on "
+                "every class, which adds eps times the mean of -log p over the classes.",
+                lambda *a: _smoothed(*a, spread="scale")),
+        Mistake("the padded targets count in the mean: drop the positions whose target is pad_id.",
+                lambda *a: _smoothed(*a, ignore=False)),
+        Mistake("this is a sum; the loss is the MEAN over the non-pad targets.",
+                lambda *a: _smoothed(*a, reduce="sum")),
+    ],
+    hints=["The smoothed target is a distribution q: 1 - eps on the right class plus eps "
+           "shared equally by all V classes. The loss is the cross-entropy -sum_v q_v log p_v.",
+           "With log p = log_softmax(logits), the loss of one row splits into (1 - eps) times "
+           "the usual -log p[target] plus eps times an average over the classes. Average the "
+           "rows whose target is not pad_id."],
+)
+
+
+check_smoothing_floor_prediction = Prediction(
+    "check_smoothing_floor_prediction", "your prediction of the lowest label-smoothed loss "
+    "(eps = 0.1, V = 15) any logits can reach, against the measurement",
+    quantity="the lowest label-smoothed cross-entropy (eps = 0.1, 15 classes), in nats",
+    tolerance=within(rel=0.2), example=0.5555,
+    explanation=("the cross-entropy -sum_v q_v log p_v is smallest when p = q, and then it equals "
+                 "the entropy of q: with q = 0.9067 on the right class and 0.0067 on each of "
+                 "the 14 others, H(q) = 0.56 nats. A model trained with label smoothing never "
+                 "reaches zero loss, and its training loss is not comparable with an unsmoothed "
+                 "one: compare held-out metrics (exact match, perplexity) instead."),
+    mistakes=[
+        Mistake("a perfect model does not reach zero: the smoothed target is not one-hot, so the "
+                "best prediction is the target itself, whose entropy is not zero.",
+                lambda measured: 0.0),
+        Mistake("the floor is not eps itself: it is the entropy of the smoothed target, where "
+                "the 14 small probabilities each cost -log(0.0067) = 5 nats.",
+                lambda measured: 0.1),
+        Mistake("the floor is far below the chance level ln 15: the model can still put most of "
+                "its probability on the right class.", lambda measured: 2.708),
+    ],
+    hints=["Which distribution p minimises the cross-entropy between the target q and p?",
+           "Write q out for eps = 0.1 and V = 15 (the right class also receives eps / V), and "
+           "compute its entropy."],
 )
