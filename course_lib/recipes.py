@@ -221,12 +221,3 @@ def inverse_sqrt_warmup(optimizer, warmup):
     check_int("warmup", warmup)
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: min((i + 1) / warmup, (warmup / (i + 1)) ** 0.5))
-
-
-def inverse_sqrt_warmup(optimizer, warmup):
-    """The learning-rate shape of Vaswani et al. (2017), normalised to peak at the optimiser's lr:
-    a linear rise over `warmup` steps, then a decay as 1/sqrt(step). A `LambdaLR` stepped once
-    per optimiser step."""
-    check_int("warmup", warmup)
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: min((i + 1) / warmup, (warmup / (i + 1)) ** 0.5))
