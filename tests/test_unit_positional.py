@@ -5,8 +5,14 @@ import math
 import pytest
 import torch
 
-from course_lib.positional import (LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
-                                   sinusoidal_encoding)
+from course_lib.positional import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    sinusoidal_encoding,
+)
 
 
 def test_formula_entry_by_entry():
@@ -70,7 +76,6 @@ def test_bad_sizes(args):
 
 
 def test_rope_matches_the_rotation_formula():
-    from course_lib.positional import apply_rope
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 7, 8, generator=g, dtype=torch.float64)
     y = apply_rope(x, base=100.0, start=3)
@@ -87,7 +92,6 @@ def test_rope_matches_the_rotation_formula():
 
 
 def test_rope_scores_depend_on_the_offset_only():
-    from course_lib.positional import apply_rope
     g = torch.Generator().manual_seed(1)
     q, k = torch.randn(1, 16, generator=g), torch.randn(1, 16, generator=g)
     def score(i, j):
@@ -98,7 +102,6 @@ def test_rope_scores_depend_on_the_offset_only():
 
 
 def test_alibi_bias_matches_the_formula():
-    from course_lib.positional import alibi_bias, alibi_slopes
     torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(k + 1) for k in range(8)]))
     torch.testing.assert_close(alibi_slopes(2), torch.tensor([2.0 ** -4, 2.0 ** -8]))
     bias = alibi_bias(5, 4)
