@@ -7,6 +7,7 @@ viridis for heatmaps (the same choices as the explorers' JavaScript).
 from __future__ import annotations
 
 import inspect
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -65,6 +66,9 @@ def _draw_histogram(ax, panel, d):
 def _draw_bars(ax, panel, d):
     colors = [ORANGE if i == d.get("highlight") else BLUE for i in range(len(d["values"]))]
     ax.bar(range(len(d["values"])), d["values"], color=colors)
+    if d.get("labels"):  # e.g. characters: shown as their repr, so "\n" and " " stay visible
+        ax.set_xticks(range(len(d["labels"])), [repr(c)[1:-1] or " " for c in d["labels"]],
+                      fontsize=7, family="monospace")
     if "ymax" in panel:
         ax.set_ylim(0, panel["ymax"])
 
@@ -74,6 +78,8 @@ def _draw_lines(ax, panel, d):
         ax.plot(d["x"], series["y"], color=SERIES[k % len(SERIES)], label=series["label"])
     if panel.get("logy"):
         ax.set_yscale("log")
+    if "ymin" in panel or "ymax" in panel:  # the explorer's own range (clipped as it clips)
+        ax.set_ylim(panel.get("ymin"), panel.get("ymax"))
     ax.legend(fontsize=7)
 
 
@@ -85,29 +91,53 @@ def _draw_heatmap(ax, panel, d):
         ax.set_yticks(range(len(d["rows"])), d["rows"], fontsize=7)
 
 
+def _draw_heatmaps(ax, panel, d):
+    """Small multiples: one heatmap per map, side by side inside the panel's axes."""
+    ax.axis("off")
+    n = len(d["maps"])
+    for k, m in enumerate(d["maps"]):
+        inner = ax.inset_axes([k / n + 0.02, 0.0, 1 / n - 0.04, 0.85])
+        _draw_heatmap(inner, panel, {"matrix": m["matrix"], "rows": d.get("rows"), "cols": d.get("cols")})
+        inner.set_title(m["title"], fontsize=8)
+
+
+def _draw_text(ax, panel, d):
+    """Lines of text (e.g. samples), cut at 80 characters, and the note under them."""
+    ax.axis("off")
+    lines = [line.replace("\n", "⏎ ")[:80] for line in d["lines"]] + ["", d.get("note", "")]
+    ax.text(0, 0.5, "\n".join(lines), va="center", fontsize=7, family="monospace")
+
+
+def _number(value, digits):
+    """`digits` decimals, or `digits` significant figures where that would print 0 or be long."""
+    value = float(value)
+    return f"{value:.{digits}f}" if value == 0 or 10**-digits <= abs(value) < 1e6 else f"{value:.{digits}g}"
+
+
 def _draw_stats(ax, panel, d):
     ax.axis("off")
-    lines = [f"{s['label']}: {s['value']:.{s.get('digits', 3)}f}" for s in d]
+    lines = [f"{s['label']}: {_number(s['value'], s.get('digits', 3))}" for s in d]
     ax.text(0, 0.5, "\n".join(lines), va="center", fontsize=9, family="monospace")
 
 
 _DRAW = {"histogram": _draw_histogram, "bars": _draw_bars, "lines": _draw_lines,
-         "heatmap": _draw_heatmap, "stats": _draw_stats}
+         "heatmap": _draw_heatmap, "heatmaps": _draw_heatmaps, "stats": _draw_stats, "text": _draw_text}
 
 
 def explorer_figure(spec, rows):
     """Draw an explorer's panels for several selections: one row per (selection, frame)."""
     panels = spec["panels"]
-    fig, axes = plt.subplots(len(rows), len(panels), squeeze=False,
-                             figsize=(3.6 * len(panels), 2.6 * len(rows)))
+    widths = [{"heatmaps": 3.0, "text": 2.5, "lines": 1.3}.get(p["kind"], 1.0) for p in panels]
+    fig, axes = plt.subplots(len(rows), len(panels), squeeze=False, gridspec_kw={"width_ratios": widths},
+                             figsize=(3.6 * sum(widths), 2.6 * len(rows)))
     for r, (selection, frame) in enumerate(rows):
         for c, panel in enumerate(panels):
             ax = axes[r, c]
             _DRAW[panel["kind"]](ax, panel, frame[panel["key"]])
             if panel.get("xlabel") and panel["kind"] != "stats":
                 ax.set_xlabel(panel["xlabel"], fontsize=8)
-            if r == 0 and panel.get("title"):
-                ax.set_title(panel["title"], fontsize=9)
+            if r == 0 and panel.get("title"):  # wrapped to the panel's width
+                ax.set_title(textwrap.fill(panel["title"], int(38 * widths[c])), fontsize=9)
         label = ", ".join(f"{k}={v}" for k, v in selection.items())
         axes[r, 0].set_ylabel(label, fontsize=9)
     fig.suptitle(spec.get("title", ""), fontsize=11)

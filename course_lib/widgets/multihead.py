@@ -8,11 +8,10 @@ Both only switch between precomputed frames, so they work on the static page.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import torch
 import traitlets
 
-from .. import attention, viz
+from .. import attention
 from .base import Explorer, _stat
 
 __all__ = ["HeadsExplorer", "MasksExplorer", "masks_frame", "MASK_SENTENCES"]
@@ -75,26 +74,8 @@ class HeadsExplorer(Explorer):
         super().__init__(spec=spec, heads=heads, example=example, **kwargs)
 
     def figure(self, selections=None):
-        """Static fallback: one row of per-head maps per selection (default: every h)."""
-        selections = selections or [{"heads": h} for h in self._control("heads")["options"]]
-        frames = [self.frame(**sel) for sel in selections]
-        ncols = max(len(f["maps"]["maps"]) for f in frames)
-        fig, axes = plt.subplots(len(frames), ncols, squeeze=False,
-                                 figsize=(1.7 * ncols + 0.5, 1.9 * len(frames)))
-        for r, f in enumerate(frames):
-            d = f["maps"]
-            for c in range(ncols):
-                ax = axes[r, c]
-                if c >= len(d["maps"]):
-                    ax.axis("off")
-                    continue
-                ax.imshow(d["maps"][c]["matrix"], cmap=viz.HEATMAP_CMAP, vmin=0, vmax=1)
-                ax.set_title(d["maps"][c]["title"], fontsize=8)
-                ax.set_xticks(range(len(d["cols"])), d["cols"], fontsize=6)
-                ax.set_yticks(range(len(d["rows"])), d["rows"], fontsize=6)
-        fig.suptitle(self.spec["title"], fontsize=11)
-        fig.tight_layout()
-        return fig
+        """Static fallback (`viz.explorer_figure`): one row per selection (default: every h)."""
+        return super().figure(selections or [{"heads": h} for h in self._control("heads")["options"]])
 
 
 def _matrix(w, digits=3):

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 
-import matplotlib.pyplot as plt
 import torch
 import traitlets
 
-from .. import charlm, rnn, viz
+from .. import charlm, rnn
 from .base import Explorer
 
 # ---------------------------------------------------------------------------
@@ -37,35 +36,6 @@ def _sigstat(name, label, value, digits=3):
 def _geometric_mean(norms, dim=-1):
     """exp(mean(log x)): the typical size of quantities that grow or shrink geometrically."""
     return norms.clamp_min(1e-300).log().mean(dim).exp()
-
-
-class _LinesAndStatsExplorer(Explorer):
-    """An explorer with one log-scale lines panel and one stats panel."""
-
-    def figure(self, selections=None):
-        """Static fallback: the curves (on the explorer's axis range) and the numbers, one row
-        per selection (a dict of control values; default: the current values)."""
-        selections = selections or [{}]
-        lines, stats = self.spec["panels"]
-        fig, axes = plt.subplots(len(selections), 2, squeeze=False,
-                                 figsize=(9.5, 2.7 * len(selections)),
-                                 gridspec_kw={"width_ratios": [1.3, 1]})
-        for (ax, text_ax), selection in zip(axes, selections):
-            frame = self.frame(**selection)
-            data = frame[lines["key"]]
-            for k, series in enumerate(data["series"]):
-                ax.plot(data["x"], series["y"], color=viz.SERIES[k % len(viz.SERIES)],
-                        label=series["label"])
-            ax.set(yscale="log", ylim=(lines["ymin"], lines["ymax"]), xlabel=lines["xlabel"])
-            ax.set_ylabel(", ".join(f"{k}={v}" for k, v in selection.items()), fontsize=9)
-            ax.legend(fontsize=7)
-            text_ax.axis("off")
-            text_ax.text(0, 0.5, "\n".join(f"{s['label']}: {s['value']:.3g}" for s in frame[stats["key"]]),
-                         va="center", fontsize=9)
-        axes[0, 0].set_title(lines["title"], fontsize=9)
-        fig.suptitle(self.spec["title"], fontsize=11)
-        fig.tight_layout()
-        return fig
 
 
 # ---------------------------------------------------------------------------
@@ -156,7 +126,7 @@ def gradient_flow_frame(gain, nonlinearity, steps=100, hidden_size=32, every=2, 
     }
 
 
-class GradientFlowExplorer(_LinesAndStatsExplorer):
+class GradientFlowExplorer(Explorer):
     """Pick the recurrent gain and the nonlinearity; watch ||dh_t/dh_0|| vanish or explode.
 
     Traits set by the controls: ``gain`` (GAIN_OPTIONS) and ``nonlinearity``
@@ -278,7 +248,7 @@ def forget_bias_frame(forget_bias, steps=100, rnn_reach=None, every=2, floor=1e-
     }
 
 
-class ForgetBiasExplorer(_LinesAndStatsExplorer):
+class ForgetBiasExplorer(Explorer):
     """Move the LSTM's initial forget-gate bias; watch how far back the gradient reaches.
 
     Trait set by the control: ``forget_bias`` (FORGET_BIAS_OPTIONS).
@@ -393,28 +363,3 @@ class TemperatureExplorer(Explorer):
             caption="p_i ∝ exp(logit_i / temperature). Low temperatures pick the likeliest "
                     "characters (and repeat themselves); high ones flatten the distribution.")
         super().__init__(spec=spec, temperature=temperature, **kwargs)
-
-    def figure(self, selections=None):
-        """Static fallback: bars, numbers and the first sample, one row per temperature."""
-        selections = selections or [{}]
-        fig, axes = plt.subplots(len(selections), 2, squeeze=False,
-                                 figsize=(11, 2.3 * len(selections)),
-                                 gridspec_kw={"width_ratios": [1, 2.4]})
-        for row, selection in zip(axes, selections):
-            frame = self.frame(**selection)
-            values = frame["next"]["values"]
-            row[0].bar(range(len(values)), values, color=viz.BLUE)
-            row[0].set_xticks(range(len(values)), [repr(c)[1:-1] or " " for c in frame["next"]["labels"]],
-                              fontsize=7, family="monospace")
-            row[0].set_ylim(0, 1)
-            temperature = selection.get("temperature", self.temperature)
-            row[0].set_ylabel(f"temperature {temperature}", fontsize=9)
-            row[1].axis("off")
-            stats = [f"{s['label']}: {s['value']:.2f}" for s in frame["stats"]]
-            sample = frame["samples"]["lines"][0].replace("\n", "⏎ ")
-            lines = [sample[i:i + 80] for i in range(0, min(len(sample), 160), 80)]
-            row[1].text(0, 0.5, "\n".join(["sample: " + lines[0], "        " + lines[-1], ""] + stats),
-                        va="center", fontsize=8, family="monospace")
-        axes[0, 0].set_title(self.spec["panels"][0]["title"], fontsize=9)
-        fig.tight_layout()
-        return fig
