@@ -209,3 +209,54 @@ SWEEPS["charlm_segmenter"] = SweepSpec(
                 "Bidirectional (32 units per direction) or forward only (52 units: about the same "
                 "number of parameters); Adam at 0.01, batches of 32 windows of 32 characters, "
                 "gradients clipped to norm 1; 3 seeds, 1000 steps, validation scores every 100 steps.")
+
+
+# ---------------------------------------------------------------------------
+# Chapter 2: random windows or a carried state (char-rnn's truncated BPTT)
+# ---------------------------------------------------------------------------
+
+_STATEFUL = {"steps": 1500, "eval_every": 300, "lr": 1e-2, "forget_bias": 1.0, "contexts": [64, 256, 1024]}
+
+
+def stateful_run(point, seed, config):
+    """The LSTM of chapter 2 (recipes.train_char_lm) trained on random windows of 64 characters
+    from a zero state, or statefully (consecutive windows of 32 parallel streams, the state
+    carried from one batch to the next, the gradient cut at each window's start: truncated
+    BPTT as in char-rnn). Validation bpc every config["eval_every"] steps (windows of 256), and
+    at the end with windows of each length in config["contexts"] (val_bpc_context_<L>)."""
+    import math
+
+    from course_lib.recipes import train_char_lm
+    from course_lib.train import lm_heldout_loss
+
+    corpus = _corpus()
+    model, history = train_char_lm("lstm", corpus, config["steps"], lr=config["lr"], seed=seed,
+                                   forget_bias=config["forget_bias"], stateful=point["training"] == "stateful",
+                                   eval_every=config["eval_every"], progress=False)
+    out = {f"val_bpc_{step}": nats / math.log(2) for step, nats in history.evals}
+    for length in config["contexts"]:
+        out[f"val_bpc_context_{length}"] = lm_heldout_loss(model, corpus.val, seq_len=length) / math.log(2)
+    return out
+
+
+SWEEPS["charlm_stateful"] = SweepSpec(
+    title="The LSTM language model: random windows or a carried state (truncated BPTT), by context length",
+    run=stateful_run,
+    points=[{"training": "random windows"}, {"training": "stateful"}],
+    config=_STATEFUL,
+    recipe=["course_lib.recipes:train_char_lm", "course_lib.recipes:train_lm", "course_lib.recipes:lm_loss",
+            "course_lib.recipes:stream_batches", "course_lib.recipes:_carried_state_loss",
+            "course_lib.train:fit", "course_lib.train:lm_heldout_loss", "course_lib.data:lm_batch",
+            "course_lib.data:char_corpus", "course_lib.data:split_text", "course_lib.data:load_text",
+            "course_lib.data:Vocab", "course_lib.rnn:RecurrentLayer", "course_lib.rnn:LSTM",
+            "course_lib.rnn:lstm_step", "course_lib.rnn:set_forget_bias", "course_lib.rnn:_uniform_init"],
+    modules=["course_lib.charlm"],
+    metrics={**{f"val_bpc_{s}": {"unit": "bits/char", "higher_is_better": False}
+                for s in range(_STATEFUL["eval_every"], _STATEFUL["steps"] + 1, _STATEFUL["eval_every"])},
+             **{f"val_bpc_context_{n}": {"unit": "bits/char", "higher_is_better": False}
+                for n in _STATEFUL["contexts"]}},
+    records=[("val_bpc_context_1024", "charlm_stateful_val_bpc_1024/{training}")],
+    description="Chapter 2's LSTM (128 units, forget bias 1, Adam at 0.01, batches of 32 x 64 "
+                "characters) trained 1500 steps on random windows read from a zero state, or "
+                "statefully (char-rnn); validation bpc with windows of 64, 256 and 1024 characters "
+                "read from a zero state. 3 seeds.")
