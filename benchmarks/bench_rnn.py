@@ -13,8 +13,8 @@ import time
 import warnings
 
 import torch
-
 from common import SweepSpec, record
+
 from course_lib.rnn import LSTM
 
 
@@ -231,7 +231,8 @@ def stateful_run(point, seed, config):
 
     corpus = _corpus()
     model, history = train_char_lm("lstm", corpus, config["steps"], lr=config["lr"], seed=seed,
-                                   forget_bias=config["forget_bias"], stateful=point["training"] == "stateful",
+                                   forget_bias=config["forget_bias"],
+                                   stateful=point["training"] == "stateful",
                                    eval_every=config["eval_every"], progress=False)
     out = {f"val_bpc_{step}": nats / math.log(2) for step, nats in history.evals}
     for length in config["contexts"]:

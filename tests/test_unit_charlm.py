@@ -62,7 +62,7 @@ def test_beam_search_over_a_charlm_reorders_its_state():
     greedy, lp = decoding.greedy(model.step, y0, state, 5)
     beams, lp_beams = decoding.beam_search(model.step, y0, state, 5, beam_size=1)
     assert torch.equal(beams[:, 0], greedy) and torch.allclose(lp_beams[:, 0], lp, atol=1e-5)
-    wide, lp_wide = decoding.beam_search(model.step, y0, state, 5, beam_size=4)
+    _, lp_wide = decoding.beam_search(model.step, y0, state, 5, beam_size=4)
     assert torch.all(lp_wide[:, 0] >= lp - 1e-5)  # a wider beam finds a likelier output
 
 
@@ -73,7 +73,8 @@ def test_generate_is_seeded_and_greedy_is_deterministic(tiny_lm):
     assert a == b and len(a) == 2 and all(s.startswith("the ") and len(s) <= 34 for s in a)
     g1, g2 = (generate(model, vocab, "the ", 20, temperature=0.0, num_samples=2) for _ in range(2))
     assert g1 == g2 and g1[0] == g1[1]
-    top1 = generate(model, vocab, "the ", 20, top_k=1, num_samples=2, generator=torch.Generator().manual_seed(4))
+    top1 = generate(model, vocab, "the ", 20, top_k=1, num_samples=2,
+                    generator=torch.Generator().manual_seed(4))
     assert top1 == g1  # sampling among the single most likely character is greedy decoding
     assert generate(model, vocab, "t", 0) == ["t"]
     with pytest.raises(ValueError, match="prompt"):
@@ -94,10 +95,12 @@ def test_chapter_2_sweep_follows_the_recipe():
     from course_lib.recipes import CHAR_LM_RECIPE
 
     spec = _bench_rnn().SWEEPS["charlm_cells"]
-    assert spec.config["budgets"] == list(CHAR_LM_RECIPE["budgets"]) and spec.config["lr"] == CHAR_LM_RECIPE["lr"]
+    assert spec.config["budgets"] == list(CHAR_LM_RECIPE["budgets"])
+    assert spec.config["lr"] == CHAR_LM_RECIPE["lr"]
     assert spec.config["steps"] == max(CHAR_LM_RECIPE["budgets"])
     assert [p["cell"] for p in spec.points] == list(CHAR_LM_RECIPE["cells"])
-    assert all(f"{split}_bpc_{b}" in spec.metrics for b in CHAR_LM_RECIPE["budgets"] for split in ("val", "test"))
+    assert all(f"{split}_bpc_{b}" in spec.metrics
+               for b in CHAR_LM_RECIPE["budgets"] for split in ("val", "test"))
 
 
 @pytest.mark.slow
