@@ -205,11 +205,44 @@ function sendToPython(model, name, value) {
   }
 }
 
+// Keys a control handles itself: the arrows, Home/End, PageUp/PageDown (slider, select),
+// Space (toggle, select) and, on a select, the letters that jump to an option.
+function ownsKey(e) {
+  if (e.ctrlKey || e.metaKey || e.altKey) return false;
+  if (OWN_KEYS.has(e.key)) return true;
+  return e.target.tagName === "SELECT" && e.key.length === 1;
+}
+const OWN_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End",
+                          "PageUp", "PageDown", " "]);
+
+// In JupyterLab and Jupyter Notebook 7, the notebook's command-mode shortcuts (Lumino's
+// key bindings, on the document) also see the keys pressed on a control: the arrow keys
+// that move a slider move the notebook's active cell, and the focus with it. The keys a
+// control owns stay with the control; the others (Shift+Enter, Escape, Ctrl+S, Tab) still
+// reach the notebook:
+// * JupyterLab listens in the bubbling phase: the control stops the key (guardControls);
+// * Notebook 7 listens in the capture phase, before the control: a listener on the window,
+//   which comes first, marks the control with Lumino's `data-lm-suppress-shortcuts` for
+//   that key only (Lumino matches no key binding at or above an element so marked).
+// On the static site nothing listens to these keys; both are then harmless.
+function guardControls(controls) {
+  controls.addEventListener("keydown", (e) => { if (ownsKey(e)) e.stopPropagation(); });
+  if (window.__clExplorerKeys) return;
+  window.__clExplorerKeys = true;
+  window.addEventListener("keydown", (e) => {
+    const target = e.target;
+    if (!(target instanceof Element) || !target.closest(".cl-explorer .cl-control")) return;
+    if (ownsKey(e)) target.setAttribute("data-lm-suppress-shortcuts", "true");
+    else target.removeAttribute("data-lm-suppress-shortcuts");
+  }, true);
+}
+
 function render({ model, el }) {
   const spec = model.get("spec");
   const root = h("div", { class: "cl-explorer", "data-explorer": spec.name }, el);
   if (spec.title) h("div", { class: "cl-title" }, root).textContent = spec.title;
   const controls = h("div", { class: "cl-controls" }, root);
+  guardControls(controls);
   const panels = h("div", { class: "cl-panels" }, root);
   if (spec.caption) h("div", { class: "cl-caption" }, root).textContent = spec.caption;
 

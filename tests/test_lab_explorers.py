@@ -1,0 +1,262 @@
+"""An explorer in a real JupyterLab 4, with a kernel, driven by Playwright.
+
+The learner edition of chapter 5 (``course_lib.release.learner``, plain Markdown) is opened in
+``jupyter lab`` (a temporary root, settings and workspace; a random port and token), with its
+code cells cut down to the d_k explorer's cell so that the run stays short. After "Run All":
+
+* no MyST syntax is left in the rendered Markdown (no ```{exercise}, :label:, {glue:text});
+* the arrow keys move the explorer's slider, and the focus stays on it: JupyterLab's
+  command-mode shortcuts, which also see those keys, must not take them (explorer.js);
+* a mouse click moves it too, and the toggle answers the space bar;
+* after each move, the kernel reads the new value of the trait (``explorer.d_k``).
+
+Debian's Chromium as in the site tests (site_browser.py); no request leaves localhost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from site_browser import CHROMIUM, ROOT, launch_browser
+
+pytestmark = [pytest.mark.site, pytest.mark.slow]
+
+CHAPTER = "book/05_scaled_dot_product_attention.ipynb"
+EXPLORER_CELL = "DkExplorer("  # the chapter's explorer cell: `explorer = DkExplorer(...)`
+D_K_OPTIONS = [2**i for i in range(11)]
+SLIDER = "[data-explorer='dk'] [data-control='d_k'] input[type='range']"
+READOUT = "[data-explorer='dk'] [data-control='d_k'] output"
+TOGGLE = "[data-explorer='dk'] [data-control='scaled'] input[type='checkbox']"
+
+# MyST that must not reach a notebook front end: directive fences (marked renders ```{name}
+# as a code block of language "{name}"), option lines, roles and label targets.
+RAW_MYST = re.compile(
+    r"```\{|:::\{|^:label:|^:class:|\{glue:text\}|\{(exercise|solution|ref|numref|doc)\}", re.M
+)
+
+APP = "window.jupyterapp"
+NOTEBOOK = f"{APP}.shell.currentWidget"
+KERNEL_IDLE = f"""() => {{
+    const w = {APP} && {NOTEBOOK};
+    const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+    return !!k && k.status === 'idle' && w.sessionContext.kernelDisplayStatus === 'idle';
+}}"""
+ALL_RUN = """() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+    .every(p => /\\[\\d+\\]/.test(p.textContent))"""
+READ_IN_KERNEL = f"""async (code) => {{
+    const kernel = {NOTEBOOK}.sessionContext.session.kernel;
+    let text = '';
+    const future = kernel.requestExecute({{code, store_history: false}});
+    future.onIOPub = (msg) => {{
+        if (msg.header.msg_type === 'stream') text += msg.content.text;
+        if (msg.header.msg_type === 'error') text += 'ERROR ' + msg.content.ename + ': ' + msg.content.evalue;
+    }};
+    await future.done;
+    return text.trim();
+}}"""
+
+
+def _missing():
+    if not Path(CHROMIUM).exists():
+        return "Debian's chromium is not installed (apt-get install chromium)"
+    for module in ("playwright", "jupyterlab", "anywidget"):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"the {module} package is not installed"
+    return None
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def learner_chapter(dest: Path) -> int:
+    """Write the learner edition of CHAPTER to dest, code cells cut down to the explorer's
+    (every Markdown cell kept); return its number of Markdown cells."""
+    from course_lib.release.learner import learner_notebook
+
+    nb = nbformat.read(ROOT / CHAPTER, as_version=4)
+    learner_notebook(nb, CHAPTER)
+    nb.cells = [c for c in nb.cells if c.cell_type == "markdown" or EXPLORER_CELL in c.source]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code) == 1, f"{CHAPTER} should have one cell making the explorer ({EXPLORER_CELL})"
+    code[0].outputs, code[0].execution_count = [], None
+    nb.metadata.pop("widgets", None)
+    nbformat.write(nb, dest)
+    return sum(c.cell_type == "markdown" for c in nb.cells)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """`jupyter lab` on a temporary root holding the chapter: (base URL, token, notebook name,
+    Markdown cells)."""
+    reason = _missing()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but the JupyterLab test cannot run: {reason}")
+        pytest.skip(reason)
+    tmp = tmp_path_factory.mktemp("lab")
+    (tmp / "root").mkdir()
+    markdown_cells = learner_chapter(tmp / "root" / "chapter.ipynb")
+    port, token = _free_port(), "course-lab-test"
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    log = open(tmp / "lab.log", "w")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp / 'root'}",
+         "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+         f"--LabApp.workspaces_dir={tmp / 'workspaces'}", f"--LabApp.user_settings_dir={tmp / 'settings'}"],
+        cwd=tmp / "root", env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"jupyter lab exited ({proc.returncode}):\n{(tmp / 'lab.log').read_text()[-3000:]}"
+                )
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("jupyter lab did not answer in 90 s")
+                time.sleep(0.25)
+        yield base, token, "chapter.ipynb", markdown_cells
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def lab_browser(lab):
+    yield from launch_browser()
+
+
+@pytest.fixture(scope="module")
+def notebook(lab, lab_browser):
+    """The chapter open in JupyterLab, every cell run: the Playwright page."""
+    base, token, name, _ = lab
+    context = lab_browser.new_context(viewport={"width": 1280, "height": 1000})
+    external = []
+
+    def route(r):
+        if r.request.url.startswith((base, "data:", "blob:")):
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.set_default_timeout(60000)
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    page.wait_for_function(f"() => !!({APP} && {NOTEBOOK} && {NOTEBOOK}.sessionContext)", timeout=90000)
+    page.wait_for_function(KERNEL_IDLE, timeout=90000)
+    page.evaluate(f"{APP}.commands.execute('notebook:run-all-cells')")
+    page.wait_for_selector(SLIDER, timeout=90000)
+    page.wait_for_function(ALL_RUN, timeout=90000)
+    page.wait_for_function(KERNEL_IDLE, timeout=90000)
+    page.external = external
+    yield page
+    context.close()
+
+
+def kernel_value(page, expression, expected, timeout=15.0):
+    """What the kernel prints for `expression`, polled until it is `expected` (the comm
+    message of a move may land just after the read)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = page.evaluate(READ_IN_KERNEL, f"print(repr({expression}))")
+        if got == repr(expected) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.3)
+
+
+def slider_state(page):
+    return int(page.locator(SLIDER).input_value()), page.locator(READOUT).text_content()
+
+
+def focused(page):
+    return page.evaluate("document.activeElement && document.activeElement.outerHTML.slice(0, 120)")
+
+
+# Known: course_lib/release/learner.py reads a directive's options only when they start the line,
+# so an indented directive (an answer dropdown inside a numbered list, "Check your understanding")
+# keeps ":class: dropdown" as text, and is quoted instead of folded. Strict: when it is fixed,
+# this test passes, fails as XPASS, and the marker goes.
+@pytest.mark.xfail(strict=True, reason="learner edition: options of an indented directive stay raw")
+def test_the_learner_notebook_shows_no_myst(notebook, lab):
+    markdown_cells = lab[3]
+    notebook.wait_for_function(
+        f"() => document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown').length >= {markdown_cells}"
+    )
+    texts = notebook.locator(".jp-MarkdownCell .jp-RenderedMarkdown").all_inner_texts()
+    raw = [m.group(0) for text in texts for m in RAW_MYST.finditer(text)]
+    assert raw == [], f"raw MyST in the rendered notebook: {raw[:10]}"
+    fenced = notebook.locator(".jp-RenderedMarkdown code[class*='{']").count()
+    assert fenced == 0, "a MyST directive is rendered as a code block"
+
+
+def test_arrow_keys_move_the_slider_and_the_trait(notebook):
+    i, shown = slider_state(notebook)
+    assert shown == str(D_K_OPTIONS[i])
+    assert kernel_value(notebook, "explorer.d_k", D_K_OPTIONS[i]) == repr(D_K_OPTIONS[i])
+    notebook.locator(SLIDER).focus()
+    notebook.keyboard.press("ArrowRight")
+    assert slider_state(notebook) == (i + 1, str(D_K_OPTIONS[i + 1])), (
+        f"ArrowRight did not move the slider; the focus is on {focused(notebook)}"
+    )
+    notebook.keyboard.press("ArrowRight")
+    notebook.keyboard.press("ArrowLeft")
+    assert slider_state(notebook) == (i + 1, str(D_K_OPTIONS[i + 1]))
+    assert notebook.evaluate(f'document.activeElement === document.querySelector("{SLIDER}")'), (
+        f"the slider lost the focus to {focused(notebook)}"
+    )
+    assert kernel_value(notebook, "explorer.d_k", D_K_OPTIONS[i + 1]) == repr(D_K_OPTIONS[i + 1])
+    notebook.keyboard.press("End")
+    assert kernel_value(notebook, "explorer.d_k", 1024) == "1024"
+
+
+def test_a_click_moves_the_slider_and_the_trait(notebook):
+    slider = notebook.locator(SLIDER)
+    box = slider.bounding_box()
+    slider.click(position={"x": 1, "y": box["height"] / 2})  # the left end: the first option
+    assert slider_state(notebook) == (0, "1")
+    assert kernel_value(notebook, "explorer.d_k", 1) == "1"
+    notebook.keyboard.press("ArrowRight")  # after a click, the keys go on working
+    assert slider_state(notebook) == (1, "2"), f"the focus is on {focused(notebook)}"
+    assert kernel_value(notebook, "explorer.d_k", 2) == "2"
+
+
+def test_the_space_bar_flips_the_toggle_and_the_trait(notebook):
+    toggle = notebook.locator(TOGGLE)
+    before = toggle.is_checked()
+    toggle.focus()
+    notebook.keyboard.press(" ")
+    assert toggle.is_checked() is (not before), f"the focus is on {focused(notebook)}"
+    assert kernel_value(notebook, "explorer.scaled", not before) == repr(not before)
+
+
+def test_no_request_left_localhost(notebook):
+    assert notebook.external == [], f"requests outside localhost: {notebook.external[:5]}"
