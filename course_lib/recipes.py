@@ -196,16 +196,24 @@ def transformer_loss(model, batch, label_smoothing=0.0, pad_id=0):
 
 
 def train_transformer(model, pairs, src_vocab, tgt_vocab, steps, batch_size=64, lr=3e-3,
-                      warmup=0.1, betas=(0.9, 0.999), label_smoothing=0.0, seed=0, eval_fn=None,
-                      eval_every=0, progress=True, desc=None):
+                      warmup=0.1, betas=(0.9, 0.999), label_smoothing=0.0, schedule="one_cycle",
+                      adam_eps=1e-8, seed=0, eval_fn=None, eval_every=0, progress=True, desc=None):
     """Chapter 9's recipe: `transformer_loss`, shuffled batches (`data.batches`), Adam with a
     one-cycle schedule (a warm-up over a fraction `warmup` of the steps, then a cosine decay),
-    gradients clipped to norm 1."""
+    gradients clipped to norm 1. `schedule="inverse_sqrt"`: the paper's shape instead
+    (`inverse_sqrt_warmup`, peaking at lr after a fraction `warmup` of the steps)."""
     check_int("steps", steps)
+    check_choice("schedule", schedule, ("one_cycle", "inverse_sqrt"))
     tensors = data.encode_pairs(pairs, src_vocab, tgt_vocab)
     batches = data.batches({k: v for k, v in tensors.items() if k != "src_len"}, batch_size,
                            seed=seed)
-    optimizer, scheduler = _one_cycle(model, lr, steps, warmup, betas)
+    if schedule == "one_cycle":
+        optimizer, scheduler = _one_cycle(model, lr, steps, warmup, betas)
+        for group in optimizer.param_groups:
+            group["eps"] = adam_eps
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=adam_eps)
+        scheduler = inverse_sqrt_warmup(optimizer, max(1, round(warmup * steps)))
 
     def loss_fn(m, batch):
         return transformer_loss(m, batch, label_smoothing, src_vocab.pad_id)

@@ -232,3 +232,18 @@ def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
     assert rates[15] == pytest.approx(0.5 * (4 / 16) ** 0.5)               # then 1/sqrt(step)
     with pytest.raises((TypeError, ValueError)):
         inverse_sqrt_warmup(optimizer, warmup=2.5)
+
+
+def test_train_transformer_takes_the_papers_schedule_and_refuses_others():
+    from course_lib import data
+    from course_lib.recipes import train_transformer
+    pairs = [("ab", "ba"), ("abc", "cba"), ("ca", "ac")]
+    vocab = data.Vocab.from_text([s for s, _ in pairs])
+    torch.manual_seed(0)
+    model = Transformer(len(vocab), len(vocab), d_model=16, num_heads=4, d_ff=32, dropout=0.0)
+    history = train_transformer(model, pairs, vocab, vocab, steps=3, batch_size=2, progress=False,
+                                schedule="inverse_sqrt", betas=(0.9, 0.98), adam_eps=1e-9,
+                                label_smoothing=0.1)
+    assert len(history.train_loss) == 3
+    with pytest.raises(ValueError, match="schedule"):
+        train_transformer(model, pairs, vocab, vocab, steps=3, schedule="noam", progress=False)
