@@ -113,7 +113,12 @@ const PANELS = {
     d.series.forEach((ser, k) => {
       const pts = ser.y.map((v, i) => `${box.x(d.x[i])},${box.y(v)}`).join(" ");
       s("polyline", { points: pts, fill: "none", stroke: SERIES[k % SERIES.length], "stroke-width": 2 }, box.g);
-      text(box.g, box.W - 4, 12 + 13 * k, ser.label, { "text-anchor": "end", fill: SERIES[k % SERIES.length] });
+      // Legend: the label in the text colour (readable on a light or a dark page), the series'
+      // colour on a short line beside it.
+      const ly = 12 + 13 * k;
+      s("line", { x1: box.W - 18, y1: ly - 4, x2: box.W - 2, y2: ly - 4,
+                  stroke: SERIES[k % SERIES.length], "stroke-width": 3 }, box.g);
+      text(box.g, box.W - 22, ly, ser.label, { "text-anchor": "end" });
     });
     label(box, panel);
     el.dataset.values = JSON.stringify(d.series.map((ser) => ser.y));
