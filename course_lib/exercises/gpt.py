@@ -7,7 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._engine import Case, Check, Mistake, lib, load, randn
+from ._compare import within
+from ._engine import Case, Check, Mistake, Prediction, lib, load, randn
 
 
 # --------------------------------------------------------------------------------------
@@ -76,14 +77,15 @@ def _run_cache(step, attn, x):
         return torch.cat(outs, dim=1), tuple(cache)
 
 
-def _cache_step(attn, x_t, cache, append=True, scale=True):
+def _cache_step(attn, x_t, cache, append=True, scale=True, keep_new_only=False):
     """One cached step of causal self-attention; the keywords are typical mistakes."""
-    q, k, v = attn.project(x_t, x_t, x_t)  # each (B, h, 1, d_k)
+    q, k_new, v_new = attn.project(x_t, x_t, x_t)  # each (B, h, 1, d_k)
+    k, v = k_new, v_new
     if append and cache is not None:
         k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
     scores = q @ k.transpose(-2, -1) / (math.sqrt(attn.d_k) if scale else 1.0)
     out = load("multihead.merge_heads")(torch.softmax(scores, -1) @ v)
-    return attn.out_proj(out), (k, v)
+    return attn.out_proj(out), ((k_new, v_new) if keep_new_only else (k, v))
 
 
 def _cache_cases(g):
@@ -105,10 +107,85 @@ check_kv_cache_step = Check(
                 lambda attn, x_t, cache: _cache_step(attn, x_t, cache, append=False)),
         Mistake("the scores are not scaled: divide q k^T by sqrt(d_k) of a head.",
                 lambda attn, x_t, cache: _cache_step(attn, x_t, cache, scale=False)),
+        Mistake("the returned cache holds only the newest key and value: return the grown "
+                "cache (the old keys and values followed by the new ones), or the next step "
+                "forgets the past.",
+                lambda attn, x_t, cache: _cache_step(attn, x_t, cache, keep_new_only=True)),
     ],
-    hints=["Project only the new token (attn.project gives q, k, v split into heads).",
-           "Append its key and value to the cached ones along the time dim; the new query then "
-           "attends to all of them (no mask needed: the cache holds only the past and present).",
-           "Finish as multi-head attention does: merge the heads and apply attn.out_proj; "
-           "return the output and the grown cache."],
+    hints=["Which of q, k, v of the new token does the NEXT step still need, and which can be "
+           "thrown away after this step?",
+           "The new query must see every earlier position and itself. Where are the earlier "
+           "keys and values, and along which dim do they line up with the new ones?",
+           "Is a mask needed when the keys hold only the past and the present? Finish as "
+           "multi-head attention does, and return what the next call needs."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# the memory of a key/value cache
+# --------------------------------------------------------------------------------------
+def _cache_bytes(num_layers, num_heads, d_model, T, batch, bytes_per_number):
+    return 2 * num_layers * batch * T * d_model * bytes_per_number
+
+
+check_kv_cache_bytes = Check(
+    "check_kv_cache_bytes", "fn(num_layers, num_heads, d_model, T, batch, bytes_per_number) -> "
+    "int: the bytes the key/value caches of a GPT hold after T tokens of `batch` sequences",
+    params=("num_layers", "num_heads", "d_model", "T", "batch", "bytes_per_number"),
+    reference=_cache_bytes,
+    cases=lambda g: [Case("3 layers, 5 heads, d_model 10, 7 tokens, 2 sequences, float64",
+                          3, 5, 10, 7, 2, 8),
+                     Case("the capstone GPT, one sequence of 64, float32", 4, 4, 128, 64, 1, 4),
+                     Case("GPT-2 small, 1024 tokens, 8 sequences, float16", 12, 12, 768, 1024, 8, 2)],
+    mistakes=[
+        Mistake("only the keys are counted: the cache holds the values too (a factor 2).",
+                lambda L, h, d, T, B, b: L * B * T * d * b),
+        Mistake("this is one head's share: the heads together hold d_model numbers per token, "
+                "for the keys and again for the values.",
+                lambda L, h, d, T, B, b: 2 * L * B * T * (d // h) * b),
+        Mistake("this is one layer: every block keeps its own cache.",
+                lambda L, h, d, T, B, b: 2 * B * T * d * b),
+        Mistake("this counts numbers, not bytes: multiply by bytes_per_number.",
+                lambda L, h, d, T, B, b: 2 * L * B * T * d),
+        Mistake("the heads are counted twice: h heads of d_k = d_model / h numbers make d_model "
+                "per token, not h * d_model.",
+                lambda L, h, d, T, B, b: 2 * L * B * T * d * h * b),
+    ],
+    hints=["What does one block keep for one token of one sequence? Count numbers, across all "
+           "heads.",
+           "Then multiply by everything that repeats that: tokens, sequences, blocks, and the "
+           "size of one number. One of the arguments does not change the answer."],
+)
+
+
+# --------------------------------------------------------------------------------------
+# predict, then measure: the size of the nucleus
+# --------------------------------------------------------------------------------------
+check_nucleus_size_prediction = Prediction(
+    "check_nucleus_size_prediction", "your prediction of the mean number of characters that "
+    "nucleus sampling with top_p = 0.9 keeps, per position of held-out text, for the trained "
+    "capstone GPT, against the measurement",
+    quantity="the mean size of the top_p = 0.9 nucleus of the trained GPT on held-out text",
+    tolerance=within(factor=3.0), example=10.0,
+    explanation=("top_p is a probability mass, not a share of the vocabulary: the nucleus is the "
+                 "smallest set of most likely characters whose probabilities sum to 0.9. A trained "
+                 "model puts most of its mass on a few characters at most positions (after 'th' "
+                 "it is nearly sure of 'e'), but at a word's start many continuations are "
+                 "plausible, so the nucleus swings from one or two characters to dozens; the mean "
+                 "lands far below 0.9 V and well above 1. It shrinks as the "
+                 "model trains (lower bits per character), which is why the same top_p cuts "
+                 "more from a weak model's tail."),
+    mistakes=[
+        Mistake("top_p = 0.9 does not keep 90 % of the vocabulary: it keeps the most likely "
+                "characters until their probabilities add up to 0.9.",
+                lambda measured: 0.9 * 100),
+        Mistake("the model is rarely that sure: at many positions (a word's start) several "
+                "characters are plausible, and the nucleus needs all of them to reach 0.9.",
+                lambda measured: 1.0),
+    ],
+    hints=["Is top_p a share of the vocabulary or of the probability? What is the nucleus of a "
+           "distribution that puts 0.95 on one character?",
+           "The GPT's held-out bits per character is above: 2 to the power of it is the size of "
+           "an equally uncertain uniform choice. How does the nucleus compare with that, given "
+           "that it keeps only 90 % of the mass?"],
 )
