@@ -325,6 +325,6 @@ check_critical_gain_prediction = Prediction(
     ],
     hints=["Start from the linear network, whose answer you know, then ask in which direction "
            "each factor 1 - h_t^2 pushes it.",
-           "Read the tanh panel of the figure above at t = 100: between which two of its "
-           "gains does the curve cross 1?"],
+           "The tanh panel of the first figure stays below 1 at t = 100 for every gain it plots, "
+           "even the largest: the critical gain is larger. The explorer reaches larger gains."],
 )
