@@ -201,11 +201,6 @@ def focused(page):
     return page.evaluate("document.activeElement && document.activeElement.outerHTML.slice(0, 120)")
 
 
-# Known: course_lib/release/learner.py reads a directive's options only when they start the line,
-# so an indented directive (an answer dropdown inside a numbered list, "Check your understanding")
-# keeps ":class: dropdown" as text, and is quoted instead of folded. Strict: when it is fixed,
-# this test passes, fails as XPASS, and the marker goes.
-@pytest.mark.xfail(strict=True, reason="learner edition: options of an indented directive stay raw")
 def test_the_learner_notebook_shows_no_myst(notebook, lab):
     markdown_cells = lab[3]
     notebook.wait_for_function(

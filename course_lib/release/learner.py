@@ -89,8 +89,8 @@ def _closing(lines: list[str], start: int, fence: str) -> int:
 def _options(body: list[str]) -> tuple[list[str], dict]:
     """Split a directive's ``:key: value`` option lines off its body."""
     options = {}
-    while body and OPTION.match(body[0]):
-        m = OPTION.match(body[0])
+    while body and OPTION.match(body[0].strip()):  # .strip(): a directive indented in a list item
+        m = OPTION.match(body[0].strip())
         options[m["key"]] = m["value"]
         body = body[1:]
     return body, options
