@@ -68,25 +68,27 @@ def test_alignment_explorer_switches_models_and_examples(browser, server):
         model = root.locator("[data-control='model'] select")
         example = root.locator("[data-control='example'] select")
         options = model.locator("option").all_text_contents()
-        assert options[0] == "concat (400 steps)" and "location" in options
+        best, weak = "Bahdanau, bidirectional (500 steps)", "Luong scaled dot (100 steps)"
+        assert options[0] == best and weak in options, options
 
-        # the long-trained model: right, confident alignments, rows that sum to 1
+        # the long-trained bidirectional model: right, confident alignments, rows that sum to 1
         assert explorer_stat(page, "alignment", "exact_match") >= 0.995
         assert explorer_stat(page, "alignment", "correct") == 1
         matrix = json.loads(_values(root, "alignment"))
         assert all(abs(sum(row) - 1) < 0.01 for row in matrix)
         sharp = explorer_stat(page, "alignment", "max_weight")
 
-        # the location model on the same date: blurred rows and a worse held-out score
-        model.select_option(str(options.index("location")))
-        assert root.get_attribute("data-frame") == f"{options.index('location')}|0"
+        # the scaled-dot model trained for 100 steps, on the same date: another heatmap, blurrier,
+        # and the worse held-out score the chapter printed for it
+        model.select_option(str(options.index(weak)))
+        assert root.get_attribute("data-frame") == f"{options.index(weak)}|0"
         assert explorer_stat(page, "alignment", "max_weight") < sharp
         assert explorer_stat(page, "alignment", "exact_match") < 0.5
         assert json.loads(_values(root, "alignment")) != matrix
 
         # another held-out example: another heatmap
         example.select_option("3")
-        assert root.get_attribute("data-frame") == f"{options.index('location')}|3"
+        assert root.get_attribute("data-frame") == f"{options.index(weak)}|3"
         assert json.loads(_values(root, "alignment")) != matrix
         assert visit.errors == [] and visit.external == []
     finally:
