@@ -32,7 +32,7 @@ def _compare(ours, theirs, x, grad_out, repeats, warmup=2):
     times = {"ours": [], "theirs": []}
     for i in range(warmup + repeats):
         order = [("ours", *ours), ("theirs", *theirs)]
-        for name, module, call in (order if i % 2 == 0 else order[::-1]):
+        for name, module, call in order if i % 2 == 0 else order[::-1]:
             ms = _fwd_bwd_ms(module, call, x, grad_out)
             if i >= warmup:
                 times[name].append(ms)
@@ -54,16 +54,21 @@ def mha_fwd_bwd_vs_torch(args):
     with_weights = lambda m, x: m(x, x, x, need_weights=True, average_attn_weights=False)[0]  # noqa: E731
     fused = lambda m, x: m(x, x, x, need_weights=False)[0]  # noqa: E731
     records = []
-    for name, call_theirs in [("mha_fwd_bwd_vs_torch", with_weights),
-                              ("mha_fwd_bwd_vs_torch/fused_no_weights", fused)]:
+    for name, call_theirs in [
+        ("mha_fwd_bwd_vs_torch", with_weights),
+        ("mha_fwd_bwd_vs_torch/fused_no_weights", fused),
+    ]:
         ms_ours, ms_theirs = _compare((ours, call_ours), (theirs, call_theirs), x, grad_out, repeats)
         records.append(record(name, ms_ours, "ms", baseline=ms_theirs))
     return records
 
 
 BENCHMARKS = [
-    ("Multi-head attention: course_lib vs torch (self-attention, forward + backward incl. parameter "
-     "gradients, CPU float32, B=32, T=128, d_model=256, h=8)", mha_fwd_bwd_vs_torch),
+    (
+        "Multi-head attention: course_lib vs torch (self-attention, forward + backward incl. parameter "
+        "gradients, CPU float32, B=32, T=128, d_model=256, h=8)",
+        mha_fwd_bwd_vs_torch,
+    ),
 ]
 
 
@@ -89,8 +94,9 @@ class TinyAttentionModel(nn.Module):
         self.embed = nn.Embedding(vocab_size, d_model)
         self.pos = LearnedPositionalEmbedding(d_model, max_len)
         self.attn = MultiHeadAttention(d_model, num_heads)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(),
-                                 nn.Linear(4 * d_model, n_outputs * n_classes))
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, n_outputs * n_classes)
+        )
         self.n_outputs, self.n_classes = n_outputs, n_classes
 
     def forward(self, x, mask=None):
@@ -118,20 +124,36 @@ def heads_lookup_run(point, seed, config):
     vocab = Vocab(LETTERS)
     x_test, y_test = three_lookups(1000, 10_000, vocab)
     seed_everything(seed)
-    model = TinyAttentionModel(len(vocab), LOOKUP_T, d_model=config["d_model"], num_heads=point["heads"],
-                               n_outputs=3, n_classes=len(vocab))
+    model = TinyAttentionModel(
+        len(vocab),
+        LOOKUP_T,
+        d_model=config["d_model"],
+        num_heads=point["heads"],
+        n_outputs=3,
+        n_classes=len(vocab),
+    )
 
     def loss(m, batch):
         x, y = batch
         return F.cross_entropy(m(x)[0].flatten(0, 2), y.flatten())
 
-    fit(model, loss, lambda step: three_lookups(64, 1000 * seed + step, vocab), steps=point["steps"],
-        lr=config["lr"], progress=False)
+    fit(
+        model,
+        loss,
+        lambda step: three_lookups(64, 1000 * seed + step, vocab),
+        steps=point["steps"],
+        lr=config["lr"],
+        progress=False,
+    )
     model.eval()
     with torch.no_grad():
         acc = (model(x_test)[0].argmax(-1) == y_test).float().mean(dim=(0, 1))
-    return {"worst": acc.min().item(), "mirror": acc[0].item(), "previous": acc[1].item(),
-            "next": acc[2].item()}
+    return {
+        "worst": acc.min().item(),
+        "mirror": acc[0].item(),
+        "previous": acc[1].item(),
+        "next": acc[2].item(),
+    }
 
 
 SWEEPS = {
@@ -140,13 +162,19 @@ SWEEPS = {
         run=heads_lookup_run,
         points=[{"heads": h, "steps": s} for h in (1, 2) for s in (500, 2000)],
         config={"d_model": 32, "lr": 1e-2},
-        recipe=["bench_multihead:TinyAttentionModel", "bench_multihead:three_lookups",
-                "course_lib.train:fit", "course_lib.data:copy_pairs", "course_lib.data:Vocab",
-                "course_lib.multihead:MultiHeadAttention",
-                "course_lib.positional:LearnedPositionalEmbedding"],
+        recipe=[
+            "bench_multihead:TinyAttentionModel",
+            "bench_multihead:three_lookups",
+            "course_lib.train:fit",
+            "course_lib.data:copy_pairs",
+            "course_lib.data:Vocab",
+            "course_lib.multihead:MultiHeadAttention",
+            "course_lib.positional:LearnedPositionalEmbedding",
+        ],
         modules=[],
-        metrics={m: {"unit": "accuracy", "higher_is_better": True}
-                 for m in ("worst", "mirror", "previous", "next")},
+        metrics={
+            m: {"unit": "accuracy", "higher_is_better": True} for m in ("worst", "mirror", "previous", "next")
+        },
         seeds=[0, 1, 2],
         records=[("worst", "heads_three_lookups/h{heads}/{steps}")],
         description="Held-out accuracy (1000 strings) of the worst of the three lookups.",

@@ -54,11 +54,16 @@ def lstm_vs_torch(args):
                 return fwd_bwd_ms(lstm)
             finally:
                 torch.set_num_threads(threads)
+
         return run
 
-    runners = {"ours": lambda _: fwd_bwd_ms(ours), "torch": lambda _: fwd_bwd_ms(theirs),
-               "torch_no_onednn": torch_without_onednn,
-               "ours_1_thread": one_thread(ours), "torch_1_thread": one_thread(theirs)}
+    runners = {
+        "ours": lambda _: fwd_bwd_ms(ours),
+        "torch": lambda _: fwd_bwd_ms(theirs),
+        "torch_no_onednn": torch_without_onednn,
+        "ours_1_thread": one_thread(ours),
+        "torch_1_thread": one_thread(theirs),
+    }
     times = {name: [] for name in runners}
     warmup, repeats = 2, 5 if args.quick else 20
     for i in range(warmup + repeats):
@@ -76,8 +81,10 @@ def lstm_vs_torch(args):
 
 
 BENCHMARKS = [
-    ("LSTM: course_lib vs torch (forward + backward, CPU float32, B=32, T=64, input 64, hidden 128)",
-     lstm_vs_torch),
+    (
+        "LSTM: course_lib vs torch (forward + backward, CPU float32, B=32, T=64, input 64, hidden 128)",
+        lstm_vs_torch,
+    ),
 ]
 
 
@@ -91,6 +98,7 @@ _CORPUS = {}
 def _corpus():
     if not _CORPUS:
         from course_lib.data import char_corpus
+
         _CORPUS["c"] = char_corpus()
     return _CORPUS["c"]
 
@@ -108,12 +116,22 @@ def charlm_run(point, seed, config):
     corpus = _corpus()
 
     def eval_fn(model):
-        return [lm_heldout_loss(model, corpus.val) / math.log(2),
-                lm_heldout_loss(model, corpus.test) / math.log(2)]
+        return [
+            lm_heldout_loss(model, corpus.val) / math.log(2),
+            lm_heldout_loss(model, corpus.test) / math.log(2),
+        ]
 
-    _, history = train_char_lm(point["cell"], corpus, config["steps"], lr=config["lr"], seed=seed,
-                               forget_bias=config["forget_bias"].get(point["cell"]),
-                               eval_every=config["eval_every"], eval_fn=eval_fn, progress=False)
+    _, history = train_char_lm(
+        point["cell"],
+        corpus,
+        config["steps"],
+        lr=config["lr"],
+        seed=seed,
+        forget_bias=config["forget_bias"].get(point["cell"]),
+        eval_every=config["eval_every"],
+        eval_fn=eval_fn,
+        progress=False,
+    )
     out = {}
     for step, (val, test) in history.evals:
         out[f"val_bpc_{step}"], out[f"test_bpc_{step}"] = val, test
@@ -122,8 +140,14 @@ def charlm_run(point, seed, config):
 
 def _charlm_config():
     from course_lib.recipes import CHAR_LM_RECIPE as r
-    return {"steps": max(r["budgets"]), "budgets": list(r["budgets"]), "eval_every": min(r["budgets"]),
-            "lr": r["lr"], "forget_bias": dict(r["forget_bias"])}
+
+    return {
+        "steps": max(r["budgets"]),
+        "budgets": list(r["budgets"]),
+        "eval_every": min(r["budgets"]),
+        "lr": r["lr"],
+        "forget_bias": dict(r["forget_bias"]),
+    }
 
 
 _CHARLM = _charlm_config()
@@ -135,25 +159,45 @@ SWEEPS = {
         run=charlm_run,
         points=[{"cell": cell} for cell in ("rnn", "gru", "lstm")],
         config=_CHARLM,
-        recipe=["course_lib.recipes:CHAR_LM_RECIPE", "course_lib.recipes:train_char_lm",
-                "course_lib.recipes:train_lm", "course_lib.recipes:lm_loss",
-                "course_lib.train:fit", "course_lib.train:lm_heldout_loss",
-                "course_lib.data:lm_batch", "course_lib.data:char_corpus", "course_lib.data:split_text",
-                "course_lib.data:load_text", "course_lib.data:Vocab",
-                "course_lib.rnn:RecurrentLayer", "course_lib.rnn:RNN", "course_lib.rnn:GRU",
-                "course_lib.rnn:LSTM", "course_lib.rnn:rnn_step", "course_lib.rnn:gru_step",
-                "course_lib.rnn:lstm_step", "course_lib.rnn:set_forget_bias",
-                "course_lib.rnn:_uniform_init"],
+        recipe=[
+            "course_lib.recipes:CHAR_LM_RECIPE",
+            "course_lib.recipes:train_char_lm",
+            "course_lib.recipes:train_lm",
+            "course_lib.recipes:lm_loss",
+            "course_lib.train:fit",
+            "course_lib.train:lm_heldout_loss",
+            "course_lib.data:lm_batch",
+            "course_lib.data:char_corpus",
+            "course_lib.data:split_text",
+            "course_lib.data:load_text",
+            "course_lib.data:Vocab",
+            "course_lib.rnn:RecurrentLayer",
+            "course_lib.rnn:RNN",
+            "course_lib.rnn:GRU",
+            "course_lib.rnn:LSTM",
+            "course_lib.rnn:rnn_step",
+            "course_lib.rnn:gru_step",
+            "course_lib.rnn:lstm_step",
+            "course_lib.rnn:set_forget_bias",
+            "course_lib.rnn:_uniform_init",
+        ],
         modules=["course_lib.charlm"],
-        metrics={f"{split}_bpc_{s}": {"unit": "bits/char", "higher_is_better": False}
-                 for s in _CHARLM_STEPS for split in ("val", "test")},
-        records=[(f"{split}_bpc_{s}", f"charlm_{split}_bpc/{{cell}}/{s}")
-                 for s in _CHARLM["budgets"] for split in ("val", "test")],
+        metrics={
+            f"{split}_bpc_{s}": {"unit": "bits/char", "higher_is_better": False}
+            for s in _CHARLM_STEPS
+            for split in ("val", "test")
+        },
+        records=[
+            (f"{split}_bpc_{s}", f"charlm_{split}_bpc/{{cell}}/{s}")
+            for s in _CHARLM["budgets"]
+            for split in ("val", "test")
+        ],
         description="CharLM (embedding 32, one recurrent layer of 128 units) trained by "
-                    "recipes.train_char_lm: Adam at a constant learning rate 0.01 (not tuned per "
-                    "cell), batches of 32 random windows of 64 characters, gradients clipped to "
-                    "norm 1, LSTM forget bias 1. 3 seeds per cell, 1500 steps each; bits per "
-                    "character on the whole validation and test pieces every 300 steps."),
+        "recipes.train_char_lm: Adam at a constant learning rate 0.01 (not tuned per "
+        "cell), batches of 32 random windows of 64 characters, gradients clipped to "
+        "norm 1, LSTM forget bias 1. 3 seeds per cell, 1500 steps each; bits per "
+        "character on the whole validation and test pieces every 300 steps.",
+    ),
 }
 
 
@@ -173,15 +217,24 @@ def segmenter_run(point, seed, config):
 
     corpus = _corpus()
     direction = point["direction"]
-    model, history = train_segmenter(corpus, config["steps"], bidirectional=direction == "bidirectional",
-                                     hidden_size=config["hidden"][direction], lr=config["lr"], seed=seed,
-                                     eval_every=config["eval_every"])
+    model, history = train_segmenter(
+        corpus,
+        config["steps"],
+        bidirectional=direction == "bidirectional",
+        hidden_size=config["hidden"][direction],
+        lr=config["lr"],
+        seed=seed,
+        eval_every=config["eval_every"],
+    )
     out = {}
     for step, scores in history.evals:
         out[f"val_error_{step}"], out[f"val_bits_{step}"] = scores["error"], scores["bits"]
     test = segmentation_scores(model, *unspaced(corpus.test, corpus.vocab.stoi[" "]))
-    out.update(test_error=test["error"], test_bits=test["bits"],
-               parameters=sum(p.numel() for p in model.parameters()))
+    out.update(
+        test_error=test["error"],
+        test_bits=test["bits"],
+        parameters=sum(p.numel() for p in model.parameters()),
+    )
     return out
 
 
@@ -192,23 +245,39 @@ SWEEPS["charlm_segmenter"] = SweepSpec(
     run=segmenter_run,
     points=[{"direction": "bidirectional"}, {"direction": "forward"}],
     config=_SEGMENTER,
-    recipe=["course_lib.rnn_experiments:train_segmenter", "course_lib.rnn_experiments:Segmenter",
-            "course_lib.rnn_experiments:unspaced", "course_lib.rnn_experiments:segmentation_scores",
-            "course_lib.train:fit", "course_lib.data:char_corpus", "course_lib.data:split_text",
-            "course_lib.data:load_text", "course_lib.data:Vocab", "course_lib.rnn:RecurrentLayer",
-            "course_lib.rnn:GRU", "course_lib.rnn:gru_step", "course_lib.rnn:_uniform_init"],
+    recipe=[
+        "course_lib.rnn_experiments:train_segmenter",
+        "course_lib.rnn_experiments:Segmenter",
+        "course_lib.rnn_experiments:unspaced",
+        "course_lib.rnn_experiments:segmentation_scores",
+        "course_lib.train:fit",
+        "course_lib.data:char_corpus",
+        "course_lib.data:split_text",
+        "course_lib.data:load_text",
+        "course_lib.data:Vocab",
+        "course_lib.rnn:RecurrentLayer",
+        "course_lib.rnn:GRU",
+        "course_lib.rnn:gru_step",
+        "course_lib.rnn:_uniform_init",
+    ],
     modules=[],
-    metrics={**{f"val_{m}_{s}": {"unit": "share" if m == "error" else "bits/char", "higher_is_better": False}
-                for s in _SEGMENTER_STEPS for m in ("error", "bits")},
-             "test_error": {"unit": "share", "higher_is_better": False},
-             "test_bits": {"unit": "bits/char", "higher_is_better": False},
-             "parameters": {"unit": "", "higher_is_better": False}},
+    metrics={
+        **{
+            f"val_{m}_{s}": {"unit": "share" if m == "error" else "bits/char", "higher_is_better": False}
+            for s in _SEGMENTER_STEPS
+            for m in ("error", "bits")
+        },
+        "test_error": {"unit": "share", "higher_is_better": False},
+        "test_bits": {"unit": "bits/char", "higher_is_better": False},
+        "parameters": {"unit": "", "higher_is_better": False},
+    },
     records=[("test_error", "charlm_segmenter_test_error/{direction}")],
     description="The text of chapter 2 with its spaces removed; a model of two stacked GRU layers "
-                "(course_lib.rnn_experiments.Segmenter) says after which characters a space stood. "
-                "Bidirectional (32 units per direction) or forward only (52 units: about the same "
-                "number of parameters); Adam at 0.01, batches of 32 windows of 32 characters, "
-                "gradients clipped to norm 1; 3 seeds, 1000 steps, validation scores every 100 steps.")
+    "(course_lib.rnn_experiments.Segmenter) says after which characters a space stood. "
+    "Bidirectional (32 units per direction) or forward only (52 units: about the same "
+    "number of parameters); Adam at 0.01, batches of 32 windows of 32 characters, "
+    "gradients clipped to norm 1; 3 seeds, 1000 steps, validation scores every 100 steps.",
+)
 
 
 # ---------------------------------------------------------------------------
@@ -230,10 +299,17 @@ def stateful_run(point, seed, config):
     from course_lib.train import lm_heldout_loss
 
     corpus = _corpus()
-    model, history = train_char_lm("lstm", corpus, config["steps"], lr=config["lr"], seed=seed,
-                                   forget_bias=config["forget_bias"],
-                                   stateful=point["training"] == "stateful",
-                                   eval_every=config["eval_every"], progress=False)
+    model, history = train_char_lm(
+        "lstm",
+        corpus,
+        config["steps"],
+        lr=config["lr"],
+        seed=seed,
+        forget_bias=config["forget_bias"],
+        stateful=point["training"] == "stateful",
+        eval_every=config["eval_every"],
+        progress=False,
+    )
     out = {f"val_bpc_{step}": nats / math.log(2) for step, nats in history.evals}
     for length in config["contexts"]:
         out[f"val_bpc_context_{length}"] = lm_heldout_loss(model, corpus.val, seq_len=length) / math.log(2)
@@ -245,19 +321,39 @@ SWEEPS["charlm_stateful"] = SweepSpec(
     run=stateful_run,
     points=[{"training": "random windows"}, {"training": "stateful"}],
     config=_STATEFUL,
-    recipe=["course_lib.recipes:train_char_lm", "course_lib.recipes:train_lm", "course_lib.recipes:lm_loss",
-            "course_lib.recipes:stream_batches", "course_lib.recipes:_carried_state_loss",
-            "course_lib.train:fit", "course_lib.train:lm_heldout_loss", "course_lib.data:lm_batch",
-            "course_lib.data:char_corpus", "course_lib.data:split_text", "course_lib.data:load_text",
-            "course_lib.data:Vocab", "course_lib.rnn:RecurrentLayer", "course_lib.rnn:LSTM",
-            "course_lib.rnn:lstm_step", "course_lib.rnn:set_forget_bias", "course_lib.rnn:_uniform_init"],
+    recipe=[
+        "course_lib.recipes:train_char_lm",
+        "course_lib.recipes:train_lm",
+        "course_lib.recipes:lm_loss",
+        "course_lib.recipes:stream_batches",
+        "course_lib.recipes:_carried_state_loss",
+        "course_lib.train:fit",
+        "course_lib.train:lm_heldout_loss",
+        "course_lib.data:lm_batch",
+        "course_lib.data:char_corpus",
+        "course_lib.data:split_text",
+        "course_lib.data:load_text",
+        "course_lib.data:Vocab",
+        "course_lib.rnn:RecurrentLayer",
+        "course_lib.rnn:LSTM",
+        "course_lib.rnn:lstm_step",
+        "course_lib.rnn:set_forget_bias",
+        "course_lib.rnn:_uniform_init",
+    ],
     modules=["course_lib.charlm"],
-    metrics={**{f"val_bpc_{s}": {"unit": "bits/char", "higher_is_better": False}
-                for s in range(_STATEFUL["eval_every"], _STATEFUL["steps"] + 1, _STATEFUL["eval_every"])},
-             **{f"val_bpc_context_{n}": {"unit": "bits/char", "higher_is_better": False}
-                for n in _STATEFUL["contexts"]}},
+    metrics={
+        **{
+            f"val_bpc_{s}": {"unit": "bits/char", "higher_is_better": False}
+            for s in range(_STATEFUL["eval_every"], _STATEFUL["steps"] + 1, _STATEFUL["eval_every"])
+        },
+        **{
+            f"val_bpc_context_{n}": {"unit": "bits/char", "higher_is_better": False}
+            for n in _STATEFUL["contexts"]
+        },
+    },
     records=[("val_bpc_context_1024", "charlm_stateful_val_bpc_1024/{training}")],
     description="Chapter 2's LSTM (128 units, forget bias 1, Adam at 0.01, batches of 32 x 64 "
-                "characters) trained 1500 steps on random windows read from a zero state, or "
-                "statefully (char-rnn); validation bpc with windows of 64, 256 and 1024 characters "
-                "read from a zero state. 3 seeds.")
+    "characters) trained 1500 steps on random windows read from a zero state, or "
+    "statefully (char-rnn); validation bpc with windows of 64, 256 and 1024 characters "
+    "read from a zero state. 3 seeds.",
+)

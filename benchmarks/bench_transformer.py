@@ -8,8 +8,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from common import record
+
 from course_lib import data, recipes, train
 from course_lib.attention import causal_mask
 from course_lib.charlm import CharLM
@@ -23,12 +23,17 @@ class TorchTransformer(nn.Module):
 
     def __init__(self, ours):
         super().__init__()
-        self.ours = ours                          # shares the embeddings and the output layer
+        self.ours = ours  # shares the embeddings and the output layer
         d = ours.d_model
-        self.body = nn.Transformer(d, ours.encoder.layers[0].self_attn.num_heads,
-                                   len(ours.encoder.layers), len(ours.decoder.layers),
-                                   ours.encoder.layers[0].linear1.out_features, dropout=0.0,
-                                   batch_first=True)
+        self.body = nn.Transformer(
+            d,
+            ours.encoder.layers[0].self_attn.num_heads,
+            len(ours.encoder.layers),
+            len(ours.decoder.layers),
+            ours.encoder.layers[0].linear1.out_features,
+            dropout=0.0,
+            batch_first=True,
+        )
         self.body.encoder.load_state_dict(ours.encoder.state_dict())
         self.body.decoder.load_state_dict(ours.decoder.state_dict())
 
@@ -36,8 +41,13 @@ class TorchTransformer(nn.Module):
         o = self.ours
         pad = src == o.pad_id
         T = tgt_in.shape[1]
-        h = self.body(o.embed(o.src_embed, src), o.embed(o.tgt_embed, tgt_in), tgt_mask=~causal_mask(T),
-                      src_key_padding_mask=pad, memory_key_padding_mask=pad)
+        h = self.body(
+            o.embed(o.src_embed, src),
+            o.embed(o.tgt_embed, tgt_in),
+            tgt_mask=~causal_mask(T),
+            src_key_padding_mask=pad,
+            memory_key_padding_mask=pad,
+        )
         return o.out(h)
 
 
@@ -64,11 +74,12 @@ def transformer_train_step_vs_torch(args):
             loss.backward()
             opt.step()
             return (time.perf_counter() - start) * 1e3
+
         runners[name] = step
     times = {name: [] for name in runners}
     warmup, repeats = 3, 10 if args.quick else 40
     for i in range(warmup + repeats):
-        for name in (list(runners) if i % 2 == 0 else list(reversed(runners))):   # interleaved
+        for name in list(runners) if i % 2 == 0 else list(reversed(runners)):  # interleaved
             ms = runners[name]()
             if i >= warmup:
                 times[name].append(ms)
@@ -89,8 +100,10 @@ def transformer_dates_exact_match(args):
     history = recipes.train_transformer(model, train_pairs, sv, tv, steps=500, progress=False)
     out = greedy_decode(model, data.encode_pairs(test_pairs, sv, tv)["src"], 11, tv.bos_id, tv.eos_id)
     em = train.exact_match([tv.decode(r) for r in out], [t for _, t in test_pairs])
-    return [record("transformer_dates_exact_match", em, "fraction"),
-            record("transformer_dates_train_seconds", history.seconds, "s")]
+    return [
+        record("transformer_dates_exact_match", em, "fraction"),
+        record("transformer_dates_train_seconds", history.seconds, "s"),
+    ]
 
 
 def gpt_vs_lstm_heldout_bpc(args):
@@ -103,29 +116,46 @@ def gpt_vs_lstm_heldout_bpc(args):
     def loss_fn(m, b):
         x, y = b
         return F.cross_entropy(m(x).flatten(0, 1), y.flatten())
+
     train.seed_everything(0)
-    models = {"lstm": (CharLM(V, "lstm", embed_size=32, hidden_size=128), 3e-3),
-              "gpt": (GPT(V, d_model=64, num_heads=4, num_layers=2, d_ff=128, max_len=64), 6e-3)}
+    models = {
+        "lstm": (CharLM(V, "lstm", embed_size=32, hidden_size=128), 3e-3),
+        "gpt": (GPT(V, d_model=64, num_heads=4, num_layers=2, d_ff=128, max_len=64), 6e-3),
+    }
     bpc, steps = {}, {}
     for name, (model, lr) in models.items():
         g = torch.Generator().manual_seed(0)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         start, n = time.perf_counter(), 0
         while time.perf_counter() - start < 10.0:
-            train.fit(model, loss_fn, lambda s: data.lm_batch(corpus.train, 32, 64, g), steps=10,
-                      optimizer=opt, progress=False)
+            train.fit(
+                model,
+                loss_fn,
+                lambda s, g=g: data.lm_batch(corpus.train, 32, 64, g),
+                steps=10,
+                optimizer=opt,
+                progress=False,
+            )
             n += 10
         bpc[name] = train.lm_heldout_loss(model, corpus.val, seq_len=64) / math.log(2)
         steps[name] = n
-    return [record("gpt_vs_lstm_heldout_bpc", bpc["gpt"], "bits/char", baseline=bpc["lstm"]),
-            record("gpt_vs_lstm_heldout_bpc/gpt_steps", steps["gpt"], "steps", baseline=steps["lstm"])]
+    return [
+        record("gpt_vs_lstm_heldout_bpc", bpc["gpt"], "bits/char", baseline=bpc["lstm"]),
+        record("gpt_vs_lstm_heldout_bpc/gpt_steps", steps["gpt"], "steps", baseline=steps["lstm"]),
+    ]
 
 
 BENCHMARKS = [
-    ("Transformer: course_lib vs torch.nn.Transformer, one training step (CPU float32, B=64, dates, "
-     "d_model=64, 4 heads, 2+2 layers)", transformer_train_step_vs_torch),
+    (
+        "Transformer: course_lib vs torch.nn.Transformer, one training step (CPU float32, B=64, dates, "
+        "d_model=64, 4 heads, 2+2 layers)",
+        transformer_train_step_vs_torch,
+    ),
     ("Transformer on dates: held-out exact match (chapter 9's recipe)", transformer_dates_exact_match),
-    ("GPT vs LSTM, 10 s each: held-out bits per character (value GPT, baseline LSTM)", gpt_vs_lstm_heldout_bpc),
+    (
+        "GPT vs LSTM, 10 s each: held-out bits per character (value GPT, baseline LSTM)",
+        gpt_vs_lstm_heldout_bpc,
+    ),
 ]
 
 
@@ -160,17 +190,35 @@ def paper_recipe_run(point, seed, config):
     torch.set_num_threads(1)
     train_pairs, test_pairs, sv, tv = _dates_split()
     train.seed_everything(seed)
-    model = Transformer(len(sv), len(tv), d_model=64, num_heads=4, num_encoder_layers=2,
-                        num_decoder_layers=2, d_ff=128, dropout=0.0)
-    recipes.train_transformer(model, train_pairs, sv, tv, point["steps"], lr=config["lr"],
-                              warmup=config["warmup"], seed=seed, progress=False,
-                              **PAPER_RECIPES[point["recipe"]])
+    model = Transformer(
+        len(sv),
+        len(tv),
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=128,
+        dropout=0.0,
+    )
+    recipes.train_transformer(
+        model,
+        train_pairs,
+        sv,
+        tv,
+        point["steps"],
+        lr=config["lr"],
+        warmup=config["warmup"],
+        seed=seed,
+        progress=False,
+        **PAPER_RECIPES[point["recipe"]],
+    )
     model.eval()
     test = data.encode_pairs(test_pairs, sv, tv)
     with torch.no_grad():
         out = greedy_decode(model, test["src"], 11, tv.bos_id, tv.eos_id)
-        nll = recipes.transformer_loss(model, {k: test[k] for k in ("src", "tgt_in", "tgt_out")},
-                                       pad_id=tv.pad_id).item()
+        nll = recipes.transformer_loss(
+            model, {k: test[k] for k in ("src", "tgt_in", "tgt_out")}, pad_id=tv.pad_id
+        ).item()
     em = train.exact_match([tv.decode(r) for r in out], [t for _, t in test_pairs])
     return {"exact_match": em, "heldout_nll": nll}
 
@@ -178,18 +226,31 @@ def paper_recipe_run(point, seed, config):
 SWEEPS = {
     "transformer_paper_recipe": SweepSpec(
         title="Dates, chapter 9's model: the chapter's optimisation recipe (one-cycle, Adam "
-              "defaults, no smoothing) against the paper's (inverse-sqrt warm-up, beta2 0.98, "
-              "eps 1e-9, label smoothing 0.1), same peak lr, by budget",
+        "defaults, no smoothing) against the paper's (inverse-sqrt warm-up, beta2 0.98, "
+        "eps 1e-9, label smoothing 0.1), same peak lr, by budget",
         run=paper_recipe_run,
         points=[{"recipe": r, "steps": s} for r in ("chapter", "paper") for s in (150, 500)],
         config={"lr": 3e-3, "warmup": 0.1},
-        recipe=["course_lib.recipes:train_transformer", "course_lib.recipes:transformer_loss",
-                "course_lib.recipes:_one_cycle", "course_lib.recipes:inverse_sqrt_warmup",
-                "bench_transformer:PAPER_RECIPES", "bench_transformer:_dates_split"],
-        modules=["course_lib.transformer", "course_lib.train", "course_lib.data",
-                 "course_lib.decoding", "course_lib.multihead", "course_lib.attention"],
-        metrics={"exact_match": {"unit": "fraction", "higher_is_better": True},
-                 "heldout_nll": {"unit": "nats/token", "higher_is_better": False}},
+        recipe=[
+            "course_lib.recipes:train_transformer",
+            "course_lib.recipes:transformer_loss",
+            "course_lib.recipes:_one_cycle",
+            "course_lib.recipes:inverse_sqrt_warmup",
+            "bench_transformer:PAPER_RECIPES",
+            "bench_transformer:_dates_split",
+        ],
+        modules=[
+            "course_lib.transformer",
+            "course_lib.train",
+            "course_lib.data",
+            "course_lib.decoding",
+            "course_lib.multihead",
+            "course_lib.attention",
+        ],
+        metrics={
+            "exact_match": {"unit": "fraction", "higher_is_better": True},
+            "heldout_nll": {"unit": "nats/token", "higher_is_better": False},
+        },
         seeds=[0, 1, 2],
         records=[("exact_match", "transformer_paper_recipe/{recipe}/{steps}")],
     ),

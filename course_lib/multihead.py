@@ -101,9 +101,11 @@ class MultiHeadAttention(nn.Module):
             if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got shape {shape_of(x)}")
         if key.shape[:2] != value.shape[:2]:
-            raise ValueError(f"key and value need the same (B, S), got {tuple(key.shape)} and {tuple(value.shape)}")
+            raise ValueError(f"key and value need the same (B, S), got {tuple(key.shape)} "
+                             f"and {tuple(value.shape)}")
         if query.shape[0] != key.shape[0]:
-            raise ValueError(f"query and key need the same batch size, got {tuple(query.shape)} and {tuple(key.shape)}")
+            raise ValueError(f"query and key need the same batch size, got {tuple(query.shape)} "
+                             f"and {tuple(key.shape)}")
 
     def extra_repr(self):
         return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}"

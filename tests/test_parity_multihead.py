@@ -15,7 +15,7 @@ import torch.nn as nn
 from course_lib.attention import causal_mask, padding_mask
 from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 
-SIZES = [(8, 1), (16, 2), (32, 4), (64, 8)]          # (d_model, num_heads)
+SIZES = [(8, 1), (16, 2), (32, 4), (64, 8)]  # (d_model, num_heads)
 MASKS = ["none", "causal", "padding", "both", "float"]
 ATTENTION = ["self", "cross"]
 
@@ -33,9 +33,9 @@ def masks(kind, B, T, S, seed=0):
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, S + 1, (B,), generator=g)
     lengths[0] = S
-    ours_pad = padding_mask(lengths, S)                    # (B, 1, 1, S), True = allowed
-    torch_pad = ~ours_pad[:, 0, 0, :]                      # (B, S), True = blocked
-    causal = causal_mask(T, S)                             # (T, S), True = allowed
+    ours_pad = padding_mask(lengths, S)  # (B, 1, 1, S), True = allowed
+    torch_pad = ~ours_pad[:, 0, 0, :]  # (B, S), True = blocked
+    causal = causal_mask(T, S)  # (T, S), True = allowed
     if kind == "none":
         return None, None, None
     if kind == "causal":
@@ -44,7 +44,7 @@ def masks(kind, B, T, S, seed=0):
         return ours_pad, None, torch_pad
     if kind == "both":
         return causal & ours_pad, ~causal, torch_pad
-    bias = torch.randn(T, S, generator=g)                  # a float mask is added to the scores
+    bias = torch.randn(T, S, generator=g)  # a float mask is added to the scores
     return bias, bias, None
 
 
@@ -65,9 +65,15 @@ def test_outputs_weights_and_gradients_match_torch(d_model, h, mask_kind, kind):
     inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
     out, weights = ours(inputs[0], inputs[1], inputs[1], mask=our_mask)
     t_inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
-    t_out, t_weights = theirs(t_inputs[0], t_inputs[1], t_inputs[1], attn_mask=attn_mask,
-                              key_padding_mask=key_padding_mask, need_weights=True,
-                              average_attn_weights=False)
+    t_out, t_weights = theirs(
+        t_inputs[0],
+        t_inputs[1],
+        t_inputs[1],
+        attn_mask=attn_mask,
+        key_padding_mask=key_padding_mask,
+        need_weights=True,
+        average_attn_weights=False,
+    )
     assert weights.shape == (B, h, T, S)
     torch.testing.assert_close(out, t_out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(weights, t_weights, atol=1e-5, rtol=1e-5)
@@ -81,8 +87,9 @@ def test_outputs_weights_and_gradients_match_torch(d_model, h, mask_kind, kind):
 
 def test_state_dict_names_and_shapes_are_torchs():
     ours, theirs = pair(32, 4)
-    assert {k: v.shape for k, v in ours.state_dict().items()} == \
-           {k: v.shape for k, v in theirs.state_dict().items()}
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {
+        k: v.shape for k, v in theirs.state_dict().items()
+    }
     ours_nb, theirs_nb = pair(32, 4, bias=False)
     assert set(ours_nb.state_dict()) == set(theirs_nb.state_dict()) == {"in_proj_weight", "out_proj.weight"}
     x = torch.randn(2, 3, 32)
@@ -98,19 +105,19 @@ def test_fully_masked_rows_give_zeros_not_nan():
     ours, _ = pair(16, 2)
     x = torch.randn(2, 4, 16, requires_grad=True)
     mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)
-    mask[1, :, 2, :] = False                         # batch 1, query 2 sees nothing
+    mask[1, :, 2, :] = False  # batch 1, query 2 sees nothing
     out, weights = ours(x, x, x, mask=mask)
     assert torch.isfinite(out).all() and (weights[1, :, 2] == 0).all()
-    torch.testing.assert_close(out[1, 2], ours.out_proj.bias)   # zero heads -> W^O 0 + b
+    torch.testing.assert_close(out[1, 2], ours.out_proj.bias)  # zero heads -> W^O 0 + b
     out.sum().backward()
     assert torch.isfinite(x.grad).all()
 
 
 def test_split_and_merge_heads_are_inverse_and_slice_features():
     x = torch.arange(2 * 3 * 8.0).view(2, 3, 8)
-    heads = split_heads(x, 4)                                   # (2, 4, 3, 2)
+    heads = split_heads(x, 4)  # (2, 4, 3, 2)
     assert heads.shape == (2, 4, 3, 2)
-    assert torch.equal(heads[:, 1], x[..., 2:4])                # head 1 = features 2..3
+    assert torch.equal(heads[:, 1], x[..., 2:4])  # head 1 = features 2..3
     assert torch.equal(merge_heads(heads), x)
 
 
@@ -125,10 +132,13 @@ def test_dropout_applies_to_weights_in_training_only():
     assert not torch.allclose(mha(x, x, x)[0], a)
 
 
-@pytest.mark.parametrize("args,match", [
-    ((30, 4), "d_model=30 is not divisible by num_heads=4"),
-    ((32, 0), "num_heads must be a positive int, got 0"),
-])
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((30, 4), "d_model=30 is not divisible by num_heads=4"),
+        ((32, 0), "num_heads must be a positive int, got 0"),
+    ],
+)
 def test_bad_construction(args, match):
     with pytest.raises(ValueError, match=match):
         MultiHeadAttention(*args)

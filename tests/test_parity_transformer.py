@@ -13,13 +13,15 @@ D_MODEL, HEADS, D_FF = 16, 4, 24
 
 
 def torch_encoder_layer(norm_first):
-    return nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.1, batch_first=True,
-                                      norm_first=norm_first).eval()
+    return nn.TransformerEncoderLayer(
+        D_MODEL, HEADS, D_FF, dropout=0.1, batch_first=True, norm_first=norm_first
+    ).eval()
 
 
 def torch_decoder_layer(norm_first):
-    return nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.1, batch_first=True,
-                                      norm_first=norm_first).eval()
+    return nn.TransformerDecoderLayer(
+        D_MODEL, HEADS, D_FF, dropout=0.1, batch_first=True, norm_first=norm_first
+    ).eval()
 
 
 def randomise(module, seed):
@@ -27,13 +29,16 @@ def randomise(module, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3 + (1.0 if p.dim() == 1 and p.shape[0] == D_MODEL else 0))
+            p.copy_(
+                torch.randn(p.shape, generator=g) * 0.3
+                + (1.0 if p.dim() == 1 and p.shape[0] == D_MODEL else 0)
+            )
     return module
 
 
 def masks(B, T, S, kind, lengths):
     """(ours: True = allowed, broadcastable) and torch's (attn_mask, key_padding_mask)."""
-    pad = padding_mask(lengths, S)                              # (B, 1, 1, S)
+    pad = padding_mask(lengths, S)  # (B, 1, 1, S)
     if kind == "none":
         return None, {}
     if kind == "padding":
@@ -45,8 +50,10 @@ def masks(B, T, S, kind, lengths):
 
 
 def test_parameter_names_and_shapes_are_torchs():
-    for ours, theirs in [(EncoderLayer(D_MODEL, HEADS, D_FF), torch_encoder_layer(False)),
-                         (DecoderLayer(D_MODEL, HEADS, D_FF), torch_decoder_layer(False))]:
+    for ours, theirs in [
+        (EncoderLayer(D_MODEL, HEADS, D_FF), torch_encoder_layer(False)),
+        (DecoderLayer(D_MODEL, HEADS, D_FF), torch_decoder_layer(False)),
+    ]:
         ours_shapes = {k: tuple(v.shape) for k, v in ours.state_dict().items()}
         their_shapes = {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
         assert ours_shapes == their_shapes
@@ -68,7 +75,11 @@ def test_encoder_layer_matches_torch(norm_first, kind):
         torch_kwargs["src_key_padding_mask"] = torch_kwargs.pop("key_padding_mask")
     expected = theirs(x, **torch_kwargs)
     got = ours(x, ours_mask)
-    valid = padding_mask(torch.tensor([7, 4, 1]), T)[:, 0, 0] if "padding" in kind else torch.ones(B, T, dtype=torch.bool)
+    valid = (
+        padding_mask(torch.tensor([7, 4, 1]), T)[:, 0, 0]
+        if "padding" in kind
+        else torch.ones(B, T, dtype=torch.bool)
+    )
     # torch's fast path may return zeros at padded positions: compare the real ones
     torch.testing.assert_close(got[valid], expected[valid], atol=1e-5, rtol=1e-4)
     assert ours.last_weights.shape == (B, HEADS, T, T)
@@ -108,8 +119,9 @@ def test_decoder_layer_matches_torch(norm_first, kind):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_stacks_match_torch_encoder_and_decoder(norm_first):
     torch.manual_seed(0)
-    t_enc = nn.TransformerEncoder(torch_encoder_layer(norm_first), 3, norm=nn.LayerNorm(D_MODEL),
-                                  enable_nested_tensor=False).eval()
+    t_enc = nn.TransformerEncoder(
+        torch_encoder_layer(norm_first), 3, norm=nn.LayerNorm(D_MODEL), enable_nested_tensor=False
+    ).eval()
     t_dec = nn.TransformerDecoder(torch_decoder_layer(norm_first), 2, norm=nn.LayerNorm(D_MODEL)).eval()
     randomise(t_enc, 3), randomise(t_dec, 4)
     enc = Encoder(3, D_MODEL, HEADS, D_FF, norm_first=norm_first).eval()
@@ -128,7 +140,9 @@ def test_stacks_match_torch_encoder_and_decoder(norm_first):
 
 
 def test_stack_without_final_norm_matches_torch_with_norm_none():
-    t_enc = randomise(nn.TransformerEncoder(torch_encoder_layer(False), 2, enable_nested_tensor=False).eval(), 5)
+    t_enc = randomise(
+        nn.TransformerEncoder(torch_encoder_layer(False), 2, enable_nested_tensor=False).eval(), 5
+    )
     enc = Encoder(2, D_MODEL, HEADS, D_FF, final_norm=False).eval()
     enc.load_state_dict(t_enc.state_dict())
     x = torch.randn(2, 5, D_MODEL)
@@ -140,8 +154,9 @@ def test_stack_without_final_norm_matches_torch_with_norm_none():
 def test_transformer_body_matches_nn_transformer(norm_first):
     """Our Transformer's encoder + decoder load nn.Transformer's state dict and agree with it."""
     torch.manual_seed(0)
-    theirs = nn.Transformer(D_MODEL, HEADS, 2, 2, D_FF, dropout=0.1, batch_first=True,
-                            norm_first=norm_first).eval()
+    theirs = nn.Transformer(
+        D_MODEL, HEADS, 2, 2, D_FF, dropout=0.1, batch_first=True, norm_first=norm_first
+    ).eval()
     randomise(theirs, 6)
     ours = Transformer(11, 13, D_MODEL, HEADS, 2, 2, D_FF, norm_first=norm_first).eval()
     ours.encoder.load_state_dict(theirs.encoder.state_dict())
@@ -150,8 +165,9 @@ def test_transformer_body_matches_nn_transformer(norm_first):
     tgt_in = torch.tensor([[1, 5, 6, 7], [1, 8, 9, 0]])
     x_src, x_tgt = ours.embed(ours.src_embed, src), ours.embed(ours.tgt_embed, tgt_in)
     pad = src == 0
-    expected = theirs(x_src, x_tgt, tgt_mask=~causal_mask(4), src_key_padding_mask=pad,
-                      memory_key_padding_mask=pad)
+    expected = theirs(
+        x_src, x_tgt, tgt_mask=~causal_mask(4), src_key_padding_mask=pad, memory_key_padding_mask=pad
+    )
     expected_logits = ours.out(expected)
     torch.testing.assert_close(ours(src, tgt_in), expected_logits, atol=1e-5, rtol=1e-4)
 
@@ -170,8 +186,11 @@ def test_gradients_match_torch_encoder_layer():
         torch.testing.assert_close(p.grad, their_grads[name].grad, atol=1e-4, rtol=1e-4)
 
 
-ACTIVATIONS = [("relu", "relu"), ("gelu", "gelu"),
-               ("callable", lambda x: torch.nn.functional.silu(x))]  # any function, as in torch
+ACTIVATIONS = [
+    ("relu", "relu"),
+    ("gelu", "gelu"),
+    ("callable", lambda x: torch.nn.functional.silu(x)),
+]  # any function, as in torch
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
@@ -182,10 +201,16 @@ def test_activation_and_bias_options_match_torch(name, activation, bias, norm_fi
     the same state dict keys, and after load_state_dict the same outputs."""
     torch.manual_seed(0)
     options = dict(dropout=0.1, activation=activation, norm_first=norm_first, bias=bias)
-    pairs = [(EncoderLayer(D_MODEL, HEADS, D_FF, **options),
-              nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, batch_first=True, **options)),
-             (DecoderLayer(D_MODEL, HEADS, D_FF, **options),
-              nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, batch_first=True, **options))]
+    pairs = [
+        (
+            EncoderLayer(D_MODEL, HEADS, D_FF, **options),
+            nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, batch_first=True, **options),
+        ),
+        (
+            DecoderLayer(D_MODEL, HEADS, D_FF, **options),
+            nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, batch_first=True, **options),
+        ),
+    ]
     x, memory, mask = torch.randn(2, 5, D_MODEL), torch.randn(2, 4, D_MODEL), causal_mask(5)
     for k, (ours, theirs) in enumerate(pairs):
         theirs = randomise(theirs.eval(), 10 + k)

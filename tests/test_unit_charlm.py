@@ -73,8 +73,9 @@ def test_generate_is_seeded_and_greedy_is_deterministic(tiny_lm):
     assert a == b and len(a) == 2 and all(s.startswith("the ") and len(s) <= 34 for s in a)
     g1, g2 = (generate(model, vocab, "the ", 20, temperature=0.0, num_samples=2) for _ in range(2))
     assert g1 == g2 and g1[0] == g1[1]
-    top1 = generate(model, vocab, "the ", 20, top_k=1, num_samples=2,
-                    generator=torch.Generator().manual_seed(4))
+    top1 = generate(
+        model, vocab, "the ", 20, top_k=1, num_samples=2, generator=torch.Generator().manual_seed(4)
+    )
     assert top1 == g1  # sampling among the single most likely character is greedy decoding
     assert generate(model, vocab, "t", 0) == ["t"]
     with pytest.raises(ValueError, match="prompt"):
@@ -99,8 +100,9 @@ def test_chapter_2_sweep_follows_the_recipe():
     assert spec.config["lr"] == CHAR_LM_RECIPE["lr"]
     assert spec.config["steps"] == max(CHAR_LM_RECIPE["budgets"])
     assert [p["cell"] for p in spec.points] == list(CHAR_LM_RECIPE["cells"])
-    assert all(f"{split}_bpc_{b}" in spec.metrics
-               for b in CHAR_LM_RECIPE["budgets"] for split in ("val", "test"))
+    assert all(
+        f"{split}_bpc_{b}" in spec.metrics for b in CHAR_LM_RECIPE["budgets"] for split in ("val", "test")
+    )
 
 
 @pytest.mark.slow

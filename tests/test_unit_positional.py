@@ -37,8 +37,8 @@ def test_odd_d_model_keeps_the_last_sine():
 
 def test_codes_are_unique_and_offsets_are_rotations():
     pe = sinusoidal_encoding(200, 32)
-    assert torch.cdist(pe, pe).add(torch.eye(200) * 1e9).min() > 0.1   # no two positions alike
-    k = 5   # PE[pos + k] = M_k PE[pos] with M_k a block rotation independent of pos
+    assert torch.cdist(pe, pe).add(torch.eye(200) * 1e9).min() > 0.1  # no two positions alike
+    k = 5  # PE[pos + k] = M_k PE[pos] with M_k a block rotation independent of pos
     i = torch.arange(16.0)
     w = 10000 ** (-2 * i / 32)
     cos, sin = torch.cos(k * w), torch.sin(k * w)
@@ -86,7 +86,7 @@ def test_rope_matches_the_rotation_formula():
             a, b = x[:, t, 2 * i], x[:, t, 2 * i + 1]
             torch.testing.assert_close(y[:, t, 2 * i], a * c - b * s)
             torch.testing.assert_close(y[:, t, 2 * i + 1], a * s + b * c)
-    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))     # a rotation keeps lengths
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))  # a rotation keeps lengths
     with pytest.raises(ValueError, match="must be even"):
         apply_rope(torch.randn(1, 3, 5))
 
@@ -94,16 +94,18 @@ def test_rope_matches_the_rotation_formula():
 def test_rope_scores_depend_on_the_offset_only():
     g = torch.Generator().manual_seed(1)
     q, k = torch.randn(1, 16, generator=g), torch.randn(1, 16, generator=g)
+
     def score(i, j):
         return (apply_rope(q, start=i) * apply_rope(k, start=j)).sum().item()
+
     for i, j, s in [(0, 3, 10), (5, 2, 100), (7, 7, 1000)]:
         assert score(i + s, j + s) == pytest.approx(score(i, j), abs=1e-3)
-    assert abs(score(0, 3) - score(0, 4)) > 1e-3                       # but on the offset it does
+    assert abs(score(0, 3) - score(0, 4)) > 1e-3  # but on the offset it does
 
 
 def test_alibi_bias_matches_the_formula():
     torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(k + 1) for k in range(8)]))
-    torch.testing.assert_close(alibi_slopes(2), torch.tensor([2.0 ** -4, 2.0 ** -8]))
+    torch.testing.assert_close(alibi_slopes(2), torch.tensor([2.0**-4, 2.0**-8]))
     bias = alibi_bias(5, 4)
     assert bias.shape == (4, 5, 5)
     m = alibi_slopes(4)

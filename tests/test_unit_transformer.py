@@ -24,8 +24,9 @@ BOS, EOS, PAD = 1, 2, 0
 
 def tiny_transformer(seed=0, **kwargs):
     torch.manual_seed(seed)
-    options = dict(d_model=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=32,
-                   dropout=0.0, max_len=32)
+    options = dict(
+        d_model=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=32, dropout=0.0, max_len=32
+    )
     options.update(kwargs)
     return Transformer(9, 7, **options).eval()
 
@@ -48,7 +49,7 @@ def test_padding_mask_gives_padded_keys_zero_weight_and_no_influence():
     out = enc(x, mask)
     assert enc.last_weights[..., 4:].abs().max() == 0
     x2 = x.clone()
-    x2[:, 4:] = torch.randn(1, 2, 16) * 10        # change the padding: real outputs must not move
+    x2[:, 4:] = torch.randn(1, 2, 16) * 10  # change the padding: real outputs must not move
     torch.testing.assert_close(enc(x2, mask)[:, :4], out[:, :4])
 
 
@@ -58,7 +59,7 @@ def test_decoder_is_causal_in_its_target():
     tgt = torch.tensor([[BOS, 3, 4, 5, 6]])
     logits = model(src, tgt)
     changed = tgt.clone()
-    changed[0, 3] = 3                               # change position 3 (was 5)
+    changed[0, 3] = 3  # change position 3 (was 5)
     logits2 = model(src, changed)
     torch.testing.assert_close(logits[:, :3], logits2[:, :3])  # positions < 3 unaffected
     assert not torch.allclose(logits[:, 3:], logits2[:, 3:])
@@ -105,7 +106,7 @@ class Scripted(torch.nn.Module):
 
     def __init__(self, table, vocab_size=5, max_len=16):
         super().__init__()
-        self.table = table   # step -> log-probabilities (V,)
+        self.table = table  # step -> log-probabilities (V,)
         self.src_embed = torch.nn.Embedding(vocab_size, 1)
         self.max_len = max_len
 
@@ -131,6 +132,7 @@ def test_beam_search_finds_a_better_sequence_than_greedy():
         else:
             p = [0, 0, 1.0, 0, 0]
         return torch.tensor(p).clamp_min(1e-9).log()
+
     model = Scripted(table)
     src = torch.tensor([[3, 3]])
     greedy = greedy_decode(model, src, max_len=4, bos_id=BOS, eos_id=EOS)
@@ -145,7 +147,7 @@ def test_beam_of_one_is_greedy_on_a_random_model():
     src = torch.tensor([[3, 4, 5, 6, 7], [8, 7, 6, PAD, PAD]])
     greedy = greedy_decode(model, src, max_len=6, bos_id=BOS, eos_id=EOS)
     beams, _ = beam_search(model, src, max_len=6, bos_id=BOS, eos_id=EOS, beam_size=1)
-    assert torch.equal(beams[:, 0, :greedy.shape[1]], greedy)
+    assert torch.equal(beams[:, 0, : greedy.shape[1]], greedy)
 
 
 def test_greedy_decode_pads_finished_rows_with_eos_and_restores_the_mode():
@@ -154,7 +156,7 @@ def test_greedy_decode_pads_finished_rows_with_eos_and_restores_the_mode():
     assert out.shape[0] == 1 and out.shape[1] <= 5
     row = out[0].tolist()
     if EOS in row:
-        assert all(t == EOS for t in row[row.index(EOS):])
+        assert all(t == EOS for t in row[row.index(EOS) :])
     assert model.training
 
 
@@ -169,7 +171,7 @@ def test_gpt_is_causal_and_generates():
     torch.testing.assert_close(gpt(changed)[:, :4], logits[:, :4])
     assert [w.shape for w in gpt.attention_weights()] == [(2, 4, 6, 6)] * 2
     out = gpt.generate(idx, 5, generator=torch.Generator().manual_seed(0))
-    assert out.shape == (2, 11) and torch.equal(out[:, :6], idx)   # reads the last max_len tokens
+    assert out.shape == (2, 11) and torch.equal(out[:, :6], idx)  # reads the last max_len tokens
 
 
 def test_encoder_stack_has_torch_names():
@@ -177,13 +179,16 @@ def test_encoder_stack_has_torch_names():
     assert {"layers.0.self_attn.in_proj_weight", "layers.1.linear2.bias", "norm.weight"} <= names
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: EncoderLayer(10, 4, 32), "divisible"),
-    (lambda: EncoderLayer(16, 4, 0), "d_ff"),
-    (lambda: Encoder(0, 16, 4, 32), "num_layers"),
-    (lambda: Transformer(0, 5), "src_vocab_size"),
-    (lambda: GPT(10, num_layers=-1), "num_layers"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: EncoderLayer(10, 4, 32), "divisible"),
+        (lambda: EncoderLayer(16, 4, 0), "d_ff"),
+        (lambda: Encoder(0, 16, 4, 32), "num_layers"),
+        (lambda: Transformer(0, 5), "src_vocab_size"),
+        (lambda: GPT(10, num_layers=-1), "num_layers"),
+    ],
+)
 def test_bad_sizes_raise(make, match):
     with pytest.raises(ValueError, match=match):
         make()
@@ -219,6 +224,7 @@ def test_bad_inputs_raise_with_names_and_shapes():
 
 def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
     from course_lib.recipes import inverse_sqrt_warmup
+
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([param], lr=0.5)
     scheduler = inverse_sqrt_warmup(optimizer, warmup=4)
@@ -227,9 +233,9 @@ def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
         rates.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         scheduler.step()
-    assert rates[:4] == pytest.approx([0.125, 0.25, 0.375, 0.5])           # linear to the peak
-    assert max(rates) == pytest.approx(0.5)                                # peak = the set rate
-    assert rates[15] == pytest.approx(0.5 * (4 / 16) ** 0.5)               # then 1/sqrt(step)
+    assert rates[:4] == pytest.approx([0.125, 0.25, 0.375, 0.5])  # linear to the peak
+    assert max(rates) == pytest.approx(0.5)  # peak = the set rate
+    assert rates[15] == pytest.approx(0.5 * (4 / 16) ** 0.5)  # then 1/sqrt(step)
     with pytest.raises((TypeError, ValueError)):
         inverse_sqrt_warmup(optimizer, warmup=2.5)
 
@@ -237,13 +243,24 @@ def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
 def test_train_transformer_takes_the_papers_schedule_and_refuses_others():
     from course_lib import data
     from course_lib.recipes import train_transformer
+
     pairs = [("ab", "ba"), ("abc", "cba"), ("ca", "ac")]
     vocab = data.Vocab.from_text([s for s, _ in pairs])
     torch.manual_seed(0)
     model = Transformer(len(vocab), len(vocab), d_model=16, num_heads=4, d_ff=32, dropout=0.0)
-    history = train_transformer(model, pairs, vocab, vocab, steps=3, batch_size=2, progress=False,
-                                schedule="inverse_sqrt", betas=(0.9, 0.98), adam_eps=1e-9,
-                                label_smoothing=0.1)
+    history = train_transformer(
+        model,
+        pairs,
+        vocab,
+        vocab,
+        steps=3,
+        batch_size=2,
+        progress=False,
+        schedule="inverse_sqrt",
+        betas=(0.9, 0.98),
+        adam_eps=1e-9,
+        label_smoothing=0.1,
+    )
     assert len(history.train_loss) == 3
     with pytest.raises(ValueError, match="schedule"):
         train_transformer(model, pairs, vocab, vocab, steps=3, schedule="noam", progress=False)

@@ -34,8 +34,10 @@ def test_heads_explorer_one_map_per_head_with_the_given_weights():
         assert shown.shape == (h, 3, 3)
         torch.testing.assert_close(shown, maps[h][1], atol=1e-3, rtol=0)
         assert frame["maps"]["rows"] == list("xyz")
-        assert {s["name"]: s["value"] for s in frame["stats"]} == {"acc": pytest.approx(0.1 * h),
-                                                                   "num_maps": h}
+        assert {s["name"]: s["value"] for s in frame["stats"]} == {
+            "acc": pytest.approx(0.1 * h),
+            "num_maps": h,
+        }
 
 
 def test_heads_explorer_rejects_maps_of_the_wrong_shape():
@@ -106,11 +108,10 @@ def positions():
 def test_positions_explorer_table_is_the_sinusoidal_encoding(positions, d_model, base):
     frame = positions.frame(d_model=d_model, base=base)
     table = torch.tensor(frame["table"]["matrix"])
-    torch.testing.assert_close(table, sinusoidal_encoding(40, d_model, base=float(base)),
-                               atol=6e-3, rtol=0)
+    torch.testing.assert_close(table, sinusoidal_encoding(40, d_model, base=float(base)), atol=6e-3, rtol=0)
     stats = {s["name"]: s["value"] for s in frame["stats"]}
-    assert stats["curve_spread"] < 1e-6          # similarity depends on the offset only
-    assert stats["min_distance"] > 0.5           # unique codes
+    assert stats["curve_spread"] < 1e-6  # similarity depends on the offset only
+    assert stats["min_distance"] > 0.5  # unique codes
     curves = frame["similarity"]["series"]
     assert len(curves) == 3 and all(c["y"][0] == pytest.approx(1.0) for c in curves)
 

@@ -18,14 +18,22 @@ def explorer_and_model():
     src_vocab = Vocab.from_text([s for s, _ in EXAMPLES])
     tgt_vocab = Vocab.from_text([t for _, t in EXAMPLES])
     torch.manual_seed(0)
-    model = Transformer(len(src_vocab), len(tgt_vocab), d_model=16, num_heads=4, d_ff=32,
-                        num_encoder_layers=3, num_decoder_layers=3, dropout=0.0).eval()
+    model = Transformer(
+        len(src_vocab),
+        len(tgt_vocab),
+        d_model=16,
+        num_heads=4,
+        d_ff=32,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        dropout=0.0,
+    ).eval()
     return LayerHeadExplorer(model, EXAMPLES, src_vocab, tgt_vocab, digits=4), model, src_vocab, tgt_vocab
 
 
 def test_one_frame_per_combination_and_a_light_spec(explorer_and_model):
     ex, *_ = explorer_and_model
-    assert len(ex.spec["frames"]) == 2 * 3 * 3 * 4     # examples x kinds x layers x heads
+    assert len(ex.spec["frames"]) == 2 * 3 * 3 * 4  # examples x kinds x layers x heads
     assert len(json.dumps(ex.spec)) < 300_000
 
 
@@ -35,7 +43,7 @@ def test_frames_hold_the_models_weights(explorer_and_model):
     model(torch.tensor([src_vocab.encode(src)]), torch.tensor([tgt_vocab.encode(out, bos=True)]))
     weights = model.attention_weights()
     frame = ex.frame(example=1, kind="cross", layer=2, head=3)
-    expected = weights["cross"][1][0, 2]                      # (T, S)
+    expected = weights["cross"][1][0, 2]  # (T, S)
     got = torch.tensor(frame["weights"]["matrix"])
     assert got.shape == (len(out) + 1, len(src))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
@@ -48,7 +56,7 @@ def test_statistics_follow_the_masks(explorer_and_model):
     ex, *_ = explorer_and_model
     stats = lambda **sel: {s["name"]: s["value"] for s in ex.frame(**sel)["stats"]}  # noqa: E731
     dec = stats(example=0, kind="decoder_self", layer=1, head=1)
-    assert dec["future"] == 0                                  # causal: nothing from later tokens
+    assert dec["future"] == 0  # causal: nothing from later tokens
     assert stats(example=0, kind="encoder", layer=1, head=1)["future"] > 0.1
     assert "previous" not in stats(example=0, kind="cross", layer=1, head=1)
 
@@ -57,7 +65,7 @@ def test_pattern_scores_on_known_matrices():
     T = 4
     prev = torch.zeros(T, T)
     prev[0, 0] = 1
-    prev[torch.arange(1, T), torch.arange(T - 1)] = 1          # every query on the previous token
+    prev[torch.arange(1, T), torch.arange(T - 1)] = 1  # every query on the previous token
     s = pattern_scores(prev, torch.tensor([False, True, False, False]))
     assert s["previous"] == 1 and s["self"] == 0.25 and s["future"] == 0 and s["max_weight"] == 1
     assert s["delimiter"] == pytest.approx(0.25) and s["entropy"] == pytest.approx(0, abs=1e-9)
