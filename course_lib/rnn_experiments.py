@@ -1,8 +1,5 @@
 """Chapter 2's experiments on trained recurrent language models.
 
-    load_sweep(name)           a committed sweep, course_lib/sweeps/<name>.json
-    summarise_charlm(sweep)    per cell and budget: the best learning rate and its per-seed losses
-    summarise_adding(sweep)    per configuration of an adding-problem sweep: the same
     lstm_trace(model, ids)     every gate, cell and hidden state of a CharLM's LSTM along a text
     gate_saturation(trace)     how often each gate unit is nearly closed or nearly open
     text_features(text)        what a unit may track: position in the line, quotes, brackets
@@ -14,9 +11,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -25,76 +20,10 @@ from torch import nn
 from . import rnn
 from .train import fit, seed_everything
 
-SWEEPS_DIR = Path(__file__).resolve().parent / "sweeps"
-
-__all__ = ["SWEEPS_DIR", "load_sweep", "summarise_charlm", "summarise_adding", "lstm_trace",
-           "gate_saturation",
-           "text_features", "unit_correlations", "unspaced", "Segmenter", "segmentation_scores",
-           "train_segmenter"]
+__all__ = ["lstm_trace", "gate_saturation", "text_features", "unit_correlations", "unspaced",
+           "Segmenter", "segmentation_scores", "train_segmenter"]
 
 
-def load_sweep(name):
-    """The committed sweep `name` (written by benchmarks/sweeps_rnn.py) as a dict:
-    "config", "fingerprint", "seconds" and "runs", one dict per (configuration, seed)."""
-    path = SWEEPS_DIR / f"{name}.json"
-    if not path.exists():
-        raise FileNotFoundError(f"no committed sweep {name!r} at {path}; run "
-                                f"`python benchmarks/sweeps_rnn.py {name}`")
-    return json.loads(path.read_text())
-
-
-def summarise_charlm(sweep):
-    """{(cell, budget): row} for the charlm_cells sweep. For each cell and budget (a number of
-    steps), the learning rate is the one with the lowest validation loss averaged over seeds;
-    row = {"lr", "val": [nats per seed], "test": [nats per seed], "by_lr": {lr: mean val}}."""
-    table = {}
-    for cell in sweep["config"]["cells"]:
-        for budget in sweep["config"]["budgets"]:
-            by_lr = {}
-            for run in sweep["runs"]:
-                if run["cell"] != cell:
-                    continue
-                at = {step: (val, test) for step, val, test in run["evals"]}
-                if budget in at:
-                    by_lr.setdefault(run["lr"], []).append((run["seed"], *at[budget]))
-            if not by_lr:
-                continue
-            means = {lr: sum(v for _, v, _ in rows) / len(rows) for lr, rows in by_lr.items()}
-            best = min(means, key=means.get)
-            rows = sorted(by_lr[best])
-            table[cell, budget] = {"lr": best, "seeds": [s for s, _, _ in rows],
-                                   "val": [v for _, v, _ in rows], "test": [t for _, _, t in rows],
-                                   "by_lr": means}
-    return table
-
-
-def summarise_adding(sweep, keys=("cell", "T", "init", "truncate")):
-    """{configuration: row} for an adding-problem sweep (benchmarks/sweeps_rnn.py), one row per
-    value of `keys`. The learning rate is the one with the lowest final validation MSE averaged
-    over seeds; row = {"lr", "seeds", "test": [test MSE per seed], "curves": [[(step, val MSE)]
-    per seed], "remembered": [per seed], "gain": [per seed], "by_lr": {lr: mean final val}}."""
-    groups = {}
-    for run in sweep["runs"]:
-        key = tuple(run.get(k) for k in keys)
-        groups.setdefault(key, {}).setdefault(run["lr"], []).append(run)
-    table = {}
-    for key, by_lr in groups.items():
-        means = {lr: sum(r["evals"][-1][1] for r in runs) / len(runs) for lr, runs in by_lr.items()}
-        best = min(means, key=means.get)
-        runs = sorted(by_lr[best], key=lambda r: r["seed"])
-        table[key] = {"lr": best, "seeds": [r["seed"] for r in runs],
-                      "test": [r["test_mse"] for r in runs],
-                      "curves": [[tuple(e) for e in r["evals"]] for r in runs],
-                      "remembered": [r["remembered"] for r in runs],
-                      "gain": [r["gain"] for r in runs], "by_lr": means}
-    return table
-
-
-# ---------------------------------------------------------------------------
-# Inside a trained LSTM: gates and units
-# ---------------------------------------------------------------------------
-
-@torch.no_grad()
 def lstm_trace(model, ids):
     """Read the rows of `ids` (B, T) through a CharLM whose first layer is an LSTM, each from a
     zero state, and record what the cell computes at every step (as `rnn.lstm_step`):
