@@ -27,8 +27,10 @@ def test_cache_gives_the_same_tokens_sampled_and_greedy():
     model = _model()
     prompt = torch.randint(0, 13, (3, 2))
     for kwargs in ({}, {"top_k": 1}, {"top_p": 0.8, "temperature": 0.7}):
-        runs = [model.generate(prompt, 9, use_cache=c, generator=torch.Generator().manual_seed(1),
-                               **kwargs) for c in (False, True)]
+        runs = [
+            model.generate(prompt, 9, use_cache=c, generator=torch.Generator().manual_seed(1), **kwargs)
+            for c in (False, True)
+        ]
         assert torch.equal(runs[0], runs[1]), kwargs
 
 
@@ -49,7 +51,7 @@ def test_kv_cache_step_matches_causal_self_attention():
         full = full[0] if isinstance(full, tuple) else full
         cache, outs = None, []
         for t in range(7):
-            out, cache = kv_cache_step(attn, x[:, t:t + 1], cache)
+            out, cache = kv_cache_step(attn, x[:, t : t + 1], cache)
             outs.append(out)
     assert cache[0].shape == (2, 4, 7, 4)
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
