@@ -1,7 +1,6 @@
 """The Transformer: course_lib's model against torch.nn.Transformer, and the chapters' headline
-results (dates exact match; GPT vs LSTM held-out bits per character at an equal time budget)."""
+results (dates exact match)."""
 
-import math
 import statistics
 import time
 
@@ -12,8 +11,6 @@ from common import record
 
 from course_lib import data, recipes, train
 from course_lib.attention import causal_mask
-from course_lib.charlm import CharLM
-from course_lib.gpt import GPT
 from course_lib.transformer import Transformer, greedy_decode
 
 
@@ -106,45 +103,6 @@ def transformer_dates_exact_match(args):
     ]
 
 
-def gpt_vs_lstm_heldout_bpc(args):
-    """Capstone: GPT vs LSTM char-LM, each trained for the same wall time (10 s, 1 thread), held-out
-    bits per character on char_corpus().val; value = GPT, baseline = LSTM."""
-    torch.set_num_threads(1)
-    corpus = data.char_corpus()
-    V = len(corpus.vocab)
-
-    def loss_fn(m, b):
-        x, y = b
-        return F.cross_entropy(m(x).flatten(0, 1), y.flatten())
-
-    train.seed_everything(0)
-    models = {
-        "lstm": (CharLM(V, "lstm", embed_size=32, hidden_size=128), 3e-3),
-        "gpt": (GPT(V, d_model=64, num_heads=4, num_layers=2, d_ff=128, max_len=64), 6e-3),
-    }
-    bpc, steps = {}, {}
-    for name, (model, lr) in models.items():
-        g = torch.Generator().manual_seed(0)
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-        start, n = time.perf_counter(), 0
-        while time.perf_counter() - start < 10.0:
-            train.fit(
-                model,
-                loss_fn,
-                lambda s, g=g: data.lm_batch(corpus.train, 32, 64, g),
-                steps=10,
-                optimizer=opt,
-                progress=False,
-            )
-            n += 10
-        bpc[name] = train.lm_heldout_loss(model, corpus.val, seq_len=64) / math.log(2)
-        steps[name] = n
-    return [
-        record("gpt_vs_lstm_heldout_bpc", bpc["gpt"], "bits/char", baseline=bpc["lstm"]),
-        record("gpt_vs_lstm_heldout_bpc/gpt_steps", steps["gpt"], "steps", baseline=steps["lstm"]),
-    ]
-
-
 BENCHMARKS = [
     (
         "Transformer: course_lib vs torch.nn.Transformer, one training step (CPU float32, B=64, dates, "
@@ -152,10 +110,6 @@ BENCHMARKS = [
         transformer_train_step_vs_torch,
     ),
     ("Transformer on dates: held-out exact match (chapter 9's recipe)", transformer_dates_exact_match),
-    (
-        "GPT vs LSTM, 10 s each: held-out bits per character (value GPT, baseline LSTM)",
-        gpt_vs_lstm_heldout_bpc,
-    ),
 ]
 
 
