@@ -5,6 +5,7 @@ every request outside the site. The fixtures `server` and `browser` are in conft
 
 from __future__ import annotations
 
+import atexit
 import functools
 import http.server
 import os
@@ -61,12 +62,22 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def launch_browser():
-    from playwright.sync_api import sync_playwright
+_PLAYWRIGHT = []  # one Playwright per process: a second sync_playwright() in the same process
+# (a pytest worker running both the site tests and the JupyterLab test) fails with "Sync API
+# inside the asyncio loop"
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+def launch_browser():
+    """A new headless Chromium, from the process's one Playwright (started on first use)."""
+    if not _PLAYWRIGHT:
+        from playwright.sync_api import sync_playwright
+
+        _PLAYWRIGHT.append(sync_playwright().start())
+        atexit.register(_PLAYWRIGHT[0].stop)
+    browser = _PLAYWRIGHT[0].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
         yield browser
+    finally:
         browser.close()
 
 

@@ -226,4 +226,4 @@ def test_setup_cell_installs_course_lib_on_simulated_colab(tmp_path, clone):
     assert direct["vcs_info"]["requested_revision"] == BRANCH
     head = _run(["git", "-C", str(clone), "rev-parse", "HEAD"]).stdout.strip()
     assert direct["vcs_info"]["commit_id"] == head
-    assert "hand-made == course_lib == torch: True" in out
+    assert "largest difference, course_lib vs torch:" in out  # the parity cell ran and printed

@@ -93,7 +93,8 @@ def test_the_readme_learner_route_opens_jupyterlab(tmp_path):
         text=True,
     )
     try:
-        url = f"http://127.0.0.1:{port}/api/contents/{notebook}?token={token}&content=0"
+        # `jupyter lab FILE` serves FILE's folder as its root and opens FILE
+        url = f"http://127.0.0.1:{port}/api/contents/{Path(notebook).name}?token={token}&content=0"
         deadline, last = time.monotonic() + 120, None
         while time.monotonic() < deadline:
             try:
