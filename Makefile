@@ -52,7 +52,7 @@ book: executed
 test: book student student-book editions pdf
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope
 
-# Tests that need no notebook run, no built site and no browser (under a minute).
+# Tests that need no notebook run, no built site and no browser (about a minute of CPU on two workers).
 test-fast: setup
 	$(BIN)/python -m pytest tests -m "not site and not slow" -n $(JOBS)
 
