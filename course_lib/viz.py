@@ -64,13 +64,18 @@ def _draw_histogram(ax, panel, d):
 
 
 def _draw_bars(ax, panel, d):
-    colors = [ORANGE if i == d.get("highlight") else BLUE for i in range(len(d["values"]))]
-    ax.bar(range(len(d["values"])), d["values"], color=colors)
+    n = len(d["values"])
+    colors = [ORANGE if i == d.get("highlight") else BLUE for i in range(n)]
+    ax.bar(range(n), d["values"], color=colors)
+    if min(d["values"]) < 0:  # bars grow from zero both ways (e.g. scores)
+        ax.axhline(0, color="0.5", linewidth=0.8)
     if d.get("labels"):  # e.g. characters: shown as their repr, so "\n" and " " stay visible
-        ax.set_xticks(range(len(d["labels"])), [repr(c)[1:-1] or " " for c in d["labels"]],
+        ax.set_xticks(range(n), [repr(c)[1:-1] or " " for c in d["labels"]],
                       fontsize=7, family="monospace")
-    if "ymax" in panel:
-        ax.set_ylim(0, panel["ymax"])
+    elif n <= 12:
+        ax.set_xticks(range(n))
+    if "ymin" in panel or "ymax" in panel:
+        ax.set_ylim(panel.get("ymin", min(0, *d["values"])), panel.get("ymax"))
 
 
 def _draw_lines(ax, panel, d):

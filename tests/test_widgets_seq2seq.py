@@ -26,7 +26,7 @@ def test_score_explorer_numbers_are_course_lib_s(score_explorer):
     q = 2.0 * torch.tensor([[0.0, 1.0]], dtype=torch.float64)  # angle 90, length 2
     frame = score_explorer.frame(score="dot", angle=90, length=2.0)
     expected_scores = attention.dot_score(q, TOY_KEYS)[0].tolist()
-    assert frame["scores"]["series"][0]["y"] == pytest.approx(expected_scores, abs=1e-4)
+    assert frame["scores"]["values"] == pytest.approx(expected_scores, abs=1e-4)
     frame = score_explorer.frame(score="scaled_dot", angle=90, length=2.0)
     expected = torch.softmax(attention.scaled_dot_score(q, TOY_KEYS)[0], -1)
     assert frame["weights"]["values"] == pytest.approx(expected.tolist(), abs=1e-4)
@@ -34,7 +34,7 @@ def test_score_explorer_numbers_are_course_lib_s(score_explorer):
     with torch.no_grad():
         general = modules["general"](q, TOY_KEYS)[0]
     frame = score_explorer.frame(score="general", angle=90, length=2.0)
-    assert frame["scores"]["series"][0]["y"] == pytest.approx(general.tolist(), abs=1e-4)
+    assert frame["scores"]["values"] == pytest.approx(general.tolist(), abs=1e-4)
 
 
 def test_score_explorer_teaches_what_the_chapter_says(score_explorer):

@@ -44,7 +44,7 @@ function viridis(t) {
 }
 
 // A plotting area with axes: returns {svg, g, x(v), y(v), W, H}.
-function frame(parent, { xmin, xmax, ymin, ymax, logy = false, width = 340, height = 200 }) {
+function frame(parent, { xmin, xmax, ymin, ymax, logy = false, xticks = true, width = 340, height = 200 }) {
   const m = { l: 46, r: 10, t: 8, b: 30 };
   const W = width - m.l - m.r, H = height - m.t - m.b;
   const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, class: "cl-svg" }, parent);
@@ -55,7 +55,7 @@ function frame(parent, { xmin, xmax, ymin, ymax, logy = false, width = 340, heig
   const y = (v) => H - ((ty(v) - y0) / (y1 - y0 || 1)) * H;
   s("line", { x1: 0, y1: H, x2: W, y2: H, stroke: "currentColor" }, g);
   s("line", { x1: 0, y1: 0, x2: 0, y2: H, stroke: "currentColor" }, g);
-  for (const v of [xmin, (xmin + xmax) / 2, xmax]) {
+  for (const v of xticks ? [xmin, (xmin + xmax) / 2, xmax] : []) {
     text(g, x(v), H + 14, fmt(v, Number.isInteger(v) ? 0 : 1), { "text-anchor": "middle" });
   }
   const yticks = logy ? [ymin, ymax] : [ymin, (ymin + ymax) / 2, ymax];
@@ -94,13 +94,21 @@ const PANELS = {
   },
 
   bars(el, panel, d) {
-    const ymax = panel.ymax ?? Math.max(...d.values, 1e-12);
-    const box = frame(el, { xmin: 0, xmax: d.values.length, ymin: 0, ymax });
-    const w = box.W / d.values.length;
+    // One bar per category, drawn from zero (values may be negative, e.g. scores); up to 12
+    // bars each get a tick label (d.labels, else the index).
+    const n = d.values.length;
+    const ymin = panel.ymin ?? Math.min(0, ...d.values);
+    const ymax = panel.ymax ?? Math.max(...d.values, ymin + 1e-12);
+    const box = frame(el, { xmin: 0, xmax: n, ymin, ymax, xticks: n > 12 });
+    const w = box.W / n;
     d.values.forEach((v, i) => {
-      s("rect", { x: i * w + 1, y: box.y(v), width: Math.max(w - 2, 1),
-                  height: box.H - box.y(v), fill: d.highlight === i ? ORANGE : BLUE }, box.g);
+      const top = box.y(Math.min(Math.max(v, 0), ymax)), bottom = box.y(Math.max(Math.min(v, 0), ymin));
+      s("rect", { x: i * w + 1, y: top, width: Math.max(w - 2, 1), height: Math.max(bottom - top, 0),
+                  fill: d.highlight === i ? ORANGE : BLUE }, box.g);
+      if (n <= 12) text(box.g, (i + 0.5) * w, box.H + 14, d.labels ? d.labels[i] : String(i),
+                        { "text-anchor": "middle", "font-size": 9 });
     });
+    if (ymin < 0) s("line", { x1: 0, y1: box.y(0), x2: box.W, y2: box.y(0), stroke: "currentColor" }, box.g);
     label(box, panel);
     el.dataset.values = d.values.map((v) => fmt(v, 6)).join(",");
   },

@@ -62,8 +62,8 @@ def toy_score_frame(score, angle, length, modules):
     w = torch.softmax(s, -1)
     entropy = -(w * w.clamp_min(1e-300).log()).sum()
     return {
-        "scores": {"x": list(range(len(s))), "series": [{"label": "score", "y": _round(s)}]},
-        "weights": {"values": _round(w), "highlight": int(w.argmax())},
+        "scores": {"values": _round(s), "labels": [f"k{j}" for j in range(len(s))]},
+        "weights": {"values": _round(w), "highlight": int(w.argmax()), "labels": [f"k{j}" for j in range(len(w))]},
         "stats": [
             _stat("argmax_key", "key with the largest weight", int(w.argmax()), 0),
             _stat("max_weight", "largest weight", w.max(), 3),
@@ -101,7 +101,7 @@ class ScoreExplorer(Explorer):
             {"name": "length", "label": "query length", "kind": "slider", "options": TOY_LENGTHS},
         ]
         panels = [
-            {"kind": "lines", "key": "scores", "title": "scores of the 5 keys (may be negative)",
+            {"kind": "bars", "key": "scores", "title": "scores of the 5 keys (may be negative)",
              "xlabel": "key"},
             {"kind": "bars", "key": "weights", "title": "softmax weights", "xlabel": "key",
              "ymax": 1.0},
