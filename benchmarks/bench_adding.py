@@ -112,3 +112,29 @@ for _init in ("default", "orthogonal"):
     )
 
 BENCHMARKS = []
+
+
+def adding_sized_run(point, seed, config):
+    """adding_run with the hidden size taken from the point (cells compared at equal parameters)."""
+    return adding_run(point, seed, dict(config, hidden_size=point["hidden_size"]))
+
+
+# Chapter 2: GRU against LSTM on the adding problem, at equal parameter counts (an LSTM of 32
+# units has 4 * 32 * (2 + 32 + 2) + 33 = 4641 parameters, a GRU of 37 units 3 * 37 * (2 + 37 + 2) + 38 = 4589).
+SWEEPS["adding_gated"] = SweepSpec(
+    title="The adding problem: GRU against LSTM at T = 40 and T = 100 (equal parameters, 2000 steps)",
+    run=adding_sized_run,
+    points=[
+        dict(_point(cell=cell, T=T), hidden_size=hidden)
+        for T in (40, 100)
+        for cell, hidden in (("lstm", 32), ("gru", 37))
+    ],
+    config=CONFIG,
+    recipe=RECIPE + ["bench_adding:adding_run"],
+    modules=MODULES,
+    metrics=METRICS,
+    records=[("mse", "adding_test_mse/{cell}/T{T}/hidden{hidden_size}")],
+    description="LSTM (32 units) and GRU (37 units: about the same number of parameters) on the adding "
+    "problem at T = 40 and T = 100, the chapter 1 recipe (Adam 0.01, clipping at 1, 2000 steps of 64 "
+    "sequences), one learning rate for both cells. 3 seeds.",
+)

@@ -312,3 +312,41 @@ SWEEPS["copy_attention_lengths"] = SweepSpec(
     metrics=SWEEPS["bottleneck_exact_match"].metrics,
     records=[(f"em_{n}", f"copy_attention_exact_match/{n}/{{model}}/{{steps}}") for n in (20, 30, 40)],
 )
+
+# The bottleneck as a capacity claim: the model without attention at doubling budgets, for two
+# hidden sizes, until the last doubling no longer helps (chapter 3, "What a fixed vector holds").
+# One sweep per hidden size so that the two can run side by side, one core each.
+for _hidden in (32, 64):
+    SWEEPS[f"bottleneck_plateau_h{_hidden}"] = SweepSpec(
+        title=f"Copy task without attention, hidden size {_hidden}: held-out exact match by length "
+        "at doubling budgets (2000, 4000, 8000 steps)",
+        run=bottleneck_run,
+        points=[
+            {"model": "no_attention", "hidden": _hidden, "steps": s, "reverse": False} for s in (2000, 4000, 8000)
+        ],
+        config=SWEEPS["bottleneck_exact_match"].config,
+        recipe=SWEEPS["bottleneck_exact_match"].recipe,
+        modules=SWEEPS["bottleneck_exact_match"].modules,
+        metrics=SWEEPS["bottleneck_exact_match"].metrics,
+        records=[
+            (f"em_{n}", f"bottleneck_exact_match/{{hidden}}/{n}/{{model}}/{{steps}}/plateau_sweep") for n in (4, 8, 12, 20)
+        ],
+        description="The encoder-decoder GRU without attention (embeddings 32) trained on strings of 1-20 "
+        "letters with the chapters' recipe (Adam 0.01, one-cycle schedule) for 2000, 4000 and 8000 "
+        "steps: where the last doubling stops helping, the model has reached what this recipe gets "
+        "out of a fixed vector of this size. 3 seeds.",
+    )
+
+# Chapter 4's live comparison of the two encoders runs 300 steps (the notebook's time budget);
+# the same two models with 3 seeds at that budget, for the page's overlay.
+SWEEPS["bahdanau_encoders"] = SweepSpec(
+    title="Dates: Bahdanau with a one-directional or a bidirectional encoder, 300 steps (chapter 4's "
+    "live budget): exact match, alignment accuracy",
+    run=scores_run,
+    points=[{"variant": "bahdanau_concat", "steps": 300, "bidirectional": b} for b in (False, True)],
+    config=SWEEPS["seq2seq_attention_scores"].config,
+    recipe=SWEEPS["seq2seq_attention_scores"].recipe,
+    modules=SWEEPS["seq2seq_attention_scores"].modules,
+    metrics=SWEEPS["seq2seq_attention_scores"].metrics,
+    records=SWEEPS["seq2seq_attention_scores"].records,
+)
