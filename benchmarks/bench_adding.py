@@ -119,8 +119,9 @@ def adding_sized_run(point, seed, config):
     return adding_run(point, seed, dict(config, hidden_size=point["hidden_size"]))
 
 
-# Chapter 2: GRU against LSTM on the adding problem, at equal parameter counts (an LSTM of 32
-# units has 4 * 32 * (2 + 32 + 2) + 33 = 4641 parameters, a GRU of 37 units 3 * 37 * (2 + 37 + 2) + 38 = 4589).
+# Chapter 2: GRU against LSTM on the adding problem, at equal parameter counts (an LSTM of
+# 32 units has 4 * 32 * (2 + 32 + 2) + 33 = 4641 parameters, a GRU of 37 units
+# 3 * 37 * (2 + 37 + 2) + 38 = 4589).
 SWEEPS["adding_gated"] = SweepSpec(
     title="The adding problem: GRU against LSTM at T = 40 and T = 100 (equal parameters, 2000 steps)",
     run=adding_sized_run,

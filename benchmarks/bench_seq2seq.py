@@ -322,14 +322,16 @@ for _hidden in (32, 64):
         "at doubling budgets (2000, 4000, 8000 steps)",
         run=bottleneck_run,
         points=[
-            {"model": "no_attention", "hidden": _hidden, "steps": s, "reverse": False} for s in (2000, 4000, 8000)
+            {"model": "no_attention", "hidden": _hidden, "steps": s, "reverse": False}
+            for s in (2000, 4000, 8000)
         ],
         config=SWEEPS["bottleneck_exact_match"].config,
         recipe=SWEEPS["bottleneck_exact_match"].recipe,
         modules=SWEEPS["bottleneck_exact_match"].modules,
         metrics=SWEEPS["bottleneck_exact_match"].metrics,
         records=[
-            (f"em_{n}", f"bottleneck_exact_match/{{hidden}}/{n}/{{model}}/{{steps}}/plateau_sweep") for n in (4, 8, 12, 20)
+            (f"em_{n}", f"bottleneck_exact_match/{{hidden}}/{n}/{{model}}/{{steps}}/plateau_sweep")
+            for n in (4, 8, 12, 20)
         ],
         description="The encoder-decoder GRU without attention (embeddings 32) trained on strings of 1-20 "
         "letters with the chapters' recipe (Adam 0.01, one-cycle schedule) for 2000, 4000 and 8000 "

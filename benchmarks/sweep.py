@@ -3,6 +3,7 @@
     python benchmarks/sweep.py --list                   # the registered sweeps, and which are stale
     python benchmarks/sweep.py NAME                     # run it with its default seeds
     python benchmarks/sweep.py NAME --seeds 0 1 2 3 4   # other seeds
+    python benchmarks/sweep.py NAME --jobs 2            # two runs side by side (one per core)
     python benchmarks/sweep.py --check                  # exit 1 if a committed sweep is stale
 
 A sweep is registered in a topic module, benchmarks/bench_<topic>.py, as
@@ -15,9 +16,11 @@ summary (mean and spread per point) into results.json and the README's tables.
 """
 
 import argparse
+import concurrent.futures
 import datetime
 import importlib
 import json
+import multiprocessing
 import os
 import platform
 import subprocess
@@ -111,33 +114,51 @@ def git_commit():
         return None
 
 
-def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR):
-    """Run every (point, seed) of `spec`, then write out_dir/NAME.json; returns the Sweep."""
+def _run_registered(name, point, seed, config):
+    """_run_one for the registered sweep `name` (what a --jobs worker process runs)."""
+    return _run_one(name, registered_sweeps()[name], point, seed, config)
+
+
+def _run_one(name, spec, point, seed, config):
+    """One (point, seed) of `spec`, on one torch thread -> (results, seconds)."""
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    results = {k: float(v) for k, v in spec.run(dict(point), seed, config).items()}
+    missing = set(spec.metrics) - set(results)
+    if missing:
+        raise ValueError(f"{name}: run() returned no {sorted(missing)} for {point}, seed {seed}")
+    return results, round(time.perf_counter() - t0, 3)
+
+
+def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
+    """Run every (point, seed) of `spec` (`jobs` worker processes side by side, one thread each),
+    then write out_dir/NAME.json; returns the Sweep."""
     config = json.loads(json.dumps(spec.config))  # exactly what the file will hold
     points = json.loads(json.dumps(spec.points))
     recipe = recipe_of(spec)
     fp = spec_fingerprint(spec)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    runs, start = [], time.perf_counter()
+    grid = [(point, seed) for point in points for seed in seeds]
+    runs, start = [None] * len(grid), time.perf_counter()
+
+    def done(i, results, seconds):
+        point, seed = grid[i]
+        runs[i] = {"point": point, "seed": seed, "results": results, "seconds": seconds}
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
+        print(f"  {point} seed {seed}: {shown}  ({seconds:.1f} s)", flush=True)
+
     try:
-        for point in points:
-            for seed in seeds:
-                t0 = time.perf_counter()
-                results = {k: float(v) for k, v in spec.run(dict(point), seed, config).items()}
-                missing = set(spec.metrics) - set(results)
-                if missing:
-                    raise ValueError(f"{name}: run() returned no {sorted(missing)} for {point}, seed {seed}")
-                runs.append(
-                    {
-                        "point": point,
-                        "seed": seed,
-                        "results": results,
-                        "seconds": round(time.perf_counter() - t0, 3),
-                    }
-                )
-                shown = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
-                print(f"  {point} seed {seed}: {shown}  ({runs[-1]['seconds']:.1f} s)", flush=True)
+        if jobs == 1:
+            for i, (point, seed) in enumerate(grid):
+                done(i, *_run_one(name, spec, point, seed, config))
+        else:
+            context = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+                futures = {
+                    pool.submit(_run_registered, name, p, s, config): i for i, (p, s) in enumerate(grid)
+                }
+                for future in concurrent.futures.as_completed(futures):
+                    done(futures[future], *future.result())
     finally:
         torch.set_num_threads(threads)
     seed_args = "" if list(seeds) == list(spec.seeds) else " --seeds " + " ".join(map(str, seeds))
@@ -159,6 +180,7 @@ def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR):
         "machine": {
             "cpu_count": os.cpu_count(),
             "torch_threads": 1,
+            "runs_side_by_side": jobs,
             "torch": torch.__version__,
             "python": platform.python_version(),
             "platform": platform.platform(),
@@ -183,6 +205,9 @@ def main(argv=None):
     parser.add_argument("name", nargs="?", help="the sweep to run")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the sweep's own, >= 3)")
     parser.add_argument("--list", action="store_true", help="list the registered sweeps and their status")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs side by side (worker processes, one thread each)"
+    )
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if a committed sweep is stale or missing"
     )
@@ -211,7 +236,7 @@ def main(argv=None):
         f"sweep {args.name}: {len(sweeps[args.name].points)} points × {len(seeds)} seeds, "
         f"torch {torch.__version__}, 1 thread"
     )
-    run_sweep(args.name, sweeps[args.name], seeds)
+    run_sweep(args.name, sweeps[args.name], seeds, jobs=args.jobs)
     return 0
 
 
