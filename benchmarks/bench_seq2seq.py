@@ -352,3 +352,18 @@ SWEEPS["bahdanau_encoders"] = SweepSpec(
     metrics=SWEEPS["seq2seq_attention_scores"].metrics,
     records=SWEEPS["seq2seq_attention_scores"].records,
 )
+
+# One more doubling, for both hidden sizes (added when 2000 -> 4000 still helped at length 8).
+SWEEPS["bottleneck_plateau_16k"] = SweepSpec(
+    title="Copy task without attention, hidden sizes 32 and 64: held-out exact match by length after "
+    "16000 steps",
+    run=bottleneck_run,
+    points=[{"model": "no_attention", "hidden": h, "steps": 16000, "reverse": False} for h in (32, 64)],
+    config=SWEEPS["bottleneck_exact_match"].config,
+    recipe=SWEEPS["bottleneck_exact_match"].recipe,
+    modules=SWEEPS["bottleneck_exact_match"].modules,
+    metrics=SWEEPS["bottleneck_exact_match"].metrics,
+    records=SWEEPS["bottleneck_plateau_h32"].records,
+    description="The doubling after bottleneck_plateau_h32 / _h64's 8000 steps: the same model and recipe, "
+    "16000 steps, hidden 32 and 64. 3 seeds.",
+)
