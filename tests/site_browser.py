@@ -9,25 +9,17 @@ import atexit
 import functools
 import http.server
 import os
-import shutil
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from book_pdf import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 (one Chromium set-up for the PDF and the tests)
+
 SITE = ROOT / "_build" / "html"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-    "--disable-dev-shm-usage",
-]
 SKIP_PAGES = {"genindex.html"}
 
 
