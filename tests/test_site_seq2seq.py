@@ -68,7 +68,7 @@ def test_alignment_explorer_switches_models_and_examples(browser, server):
         model = root.locator("[data-control='model'] select")
         example = root.locator("[data-control='example'] select")
         options = model.locator("option").all_text_contents()
-        best, weak = "Bahdanau, bidirectional (500 steps)", "Luong scaled dot (100 steps)"
+        best, weak = "Bahdanau, bidirectional (300 steps)", "Luong scaled dot (100 steps)"
         assert options[0] == best and weak in options, options
 
         # the long-trained bidirectional model: right, confident alignments, rows that sum to 1
