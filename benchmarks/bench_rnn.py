@@ -188,7 +188,7 @@ SWEEPS = {
             for split in ("val", "test")
         },
         records=[
-            (f"{split}_bpc_{s}", f"charlm_{split}_bpc/{{cell}}/{s}")
+            (f"{split}_bpc_{s}", f"charlm_{'heldout' if split == 'val' else 'test'}_bpc/{{cell}}/{s}")
             for s in _CHARLM["budgets"]
             for split in ("val", "test")
         ],

@@ -9,7 +9,6 @@ import time
 import torch
 from common import record
 
-from course_lib import attention as A
 from course_lib import data, recipes, train
 from course_lib import seq2seq as S
 
@@ -52,55 +51,9 @@ def dates_attention_exact_match(args):
     ]
 
 
-@_one_thread
-def score_function_exact_match(args):
-    """Chapter 4's table: every score at an equal budget of 100 steps on dates."""
-    train_pairs, test_pairs, src, tgt = _dates()
-    variants = {"bahdanau_concat": ("bahdanau", "concat")}
-    variants.update({f"luong_{name}": ("luong", name) for name in A.SCORES})
-    records = []
-    for label, (kind, score) in variants.items():
-        train.seed_everything(0)
-        model = S.build_model(
-            len(src), len(tgt), attention=kind, score=score, hidden_size=64, embed_size=32, max_src_len=31
-        )
-        recipes.train_seq2seq(model, train_pairs, src, tgt, 100, progress=False)
-        records.append(
-            record(
-                f"score_function_exact_match/{label}",
-                S.evaluate(model, test_pairs, src, tgt)["exact_match"],
-                "fraction",
-            )
-        )
-    return records
-
-
-@_one_thread
-def bottleneck_accuracy(args):
-    """Chapter 4's headline plot: copy task, lengths 1-30, 400 steps, per-position accuracy."""
-    vocab = data.Vocab.from_text("abcdefghijklmnopqrstuvwxyz")
-    pairs = data.copy_pairs(20000, seed=1, min_len=1, max_len=30)
-    records = []
-    for label, attention, score in [("no_attention", None, None), ("luong_dot", "luong", "dot")]:
-        train.seed_everything(0)
-        model = S.build_model(
-            len(vocab), len(vocab), attention=attention, score=score, hidden_size=64, embed_size=32
-        )
-        recipes.train_seq2seq(model, pairs, vocab, vocab, 400, progress=False)
-        for n in (10, 20, 30):
-            held_out = data.copy_pairs(200, seed=100 + n, min_len=n, max_len=n)
-            acc = S.evaluate(model, held_out, vocab, vocab)["position_accuracy"]
-            records.append(record(f"bottleneck_accuracy/{n}/{label}", acc, "fraction"))
-    return records
-
-
+# The score functions and the copy task by length are sweeps (3 seeds), below.
 BENCHMARKS = [
     ("Seq2seq: dates with Luong attention (held-out exact match, 400 steps)", dates_attention_exact_match),
-    (
-        "Seq2seq: every score function at an equal budget (dates, 100 steps, held-out exact match)",
-        score_function_exact_match,
-    ),
-    ("Seq2seq: copy accuracy by input length, with and without attention (400 steps)", bottleneck_accuracy),
 ]
 
 
@@ -350,7 +303,10 @@ SWEEPS["bahdanau_encoders"] = SweepSpec(
     recipe=SWEEPS["seq2seq_attention_scores"].recipe,
     modules=SWEEPS["seq2seq_attention_scores"].modules,
     metrics=SWEEPS["seq2seq_attention_scores"].metrics,
-    records=SWEEPS["seq2seq_attention_scores"].records,
+    records=[
+        ("exact_match", "score_function_exact_match/{variant}/{steps}/bi={bidirectional}"),
+        ("alignment_accuracy", "bahdanau_alignment_accuracy/bi={bidirectional}"),
+    ],
 )
 
 # Vectors small enough to reach their plateau within these budgets (32 and 64 numbers still gain
