@@ -131,17 +131,23 @@ def alibi_slopes(num_heads):
     return 2.0 ** (-8.0 * torch.arange(1, num_heads + 1, dtype=torch.float32) / num_heads)
 
 
-def alibi_bias(T, num_heads, causal=True):
+def alibi_bias(T, num_heads, causal=True, slopes=None):
     """ALiBi's bias, a float mask added to the scores (Press et al., 2022).
 
         bias[h, i, j] = -m_h * (i - j)     for keys j <= i
                       = -inf                for j > i (causal=True; ALiBi is used in decoders)
 
-    With causal=False the bias is -m_h * |i - j| on both sides. Returns (num_heads, T, T),
-    which broadcasts against scores (B, num_heads, T, T).
+    With causal=False the bias is -m_h * |i - j| on both sides. slopes: the m_h, a (num_heads,)
+    tensor (default: `alibi_slopes(num_heads)`, the paper's). Returns (num_heads, T, T), which
+    broadcasts against scores (B, num_heads, T, T).
     """
+    if slopes is None:
+        slopes = alibi_slopes(num_heads)
+    elif not torch.is_tensor(slopes) or tuple(slopes.shape) != (num_heads,):
+        raise ValueError(f"slopes must be a tensor of shape (num_heads,) = ({num_heads},), got "
+                         f"{tuple(slopes.shape) if torch.is_tensor(slopes) else type(slopes).__name__}")
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
     distance = (i - j).abs().float() if not causal else (i - j).float()       # (T, T)
-    bias = -alibi_slopes(num_heads)[:, None, None] * distance                # (h, T, T)
+    bias = -slopes.float()[:, None, None] * distance                          # (h, T, T)
     return bias.masked_fill(j > i, -math.inf) if causal else bias

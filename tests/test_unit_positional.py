@@ -119,3 +119,15 @@ def test_alibi_bias_matches_the_formula():
     assert sym[0, 0, 3].item() == pytest.approx(-3 * alibi_slopes(2)[0].item())
     with pytest.raises(ValueError, match="num_heads"):
         alibi_slopes(0)
+
+
+def test_alibi_bias_takes_other_slopes_and_names_a_wrong_shape():
+    slopes = torch.tensor([0.5, 0.25])
+    bias = alibi_bias(4, 2, slopes=slopes)
+    assert bias[0, 3, 1].item() == pytest.approx(-0.5 * 2)
+    assert bias[1, 3, 0].item() == pytest.approx(-0.25 * 3)
+    assert bias[1, 0, 2].item() == -math.inf
+    with pytest.raises(ValueError, match=r"shape \(num_heads,\) = \(2,\), got \(3,\)"):
+        alibi_bias(4, 2, slopes=torch.ones(3))
+    with pytest.raises(ValueError, match="got list"):
+        alibi_bias(4, 2, slopes=[0.5, 0.25])

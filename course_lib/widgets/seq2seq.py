@@ -61,9 +61,10 @@ def toy_score_frame(score, angle, length, modules):
     s = toy_scores(score, q, TOY_KEYS, modules)  # (T_k,)
     w = torch.softmax(s, -1)
     entropy = -(w * w.clamp_min(1e-300).log()).sum()
+    keys = [f"k{j}" for j in range(len(s))]
     return {
-        "scores": {"values": _round(s), "labels": [f"k{j}" for j in range(len(s))]},
-        "weights": {"values": _round(w), "highlight": int(w.argmax()), "labels": [f"k{j}" for j in range(len(w))]},
+        "scores": {"values": _round(s), "labels": keys},
+        "weights": {"values": _round(w), "highlight": int(w.argmax()), "labels": keys},
         "stats": [
             _stat("argmax_key", "key with the largest weight", int(w.argmax()), 0),
             _stat("max_weight", "largest weight", w.max(), 3),
