@@ -115,6 +115,38 @@ SWEEPS["gpt_vs_lstm"] = SweepSpec(
     "GPT_RECIPE otherwise. 3 seeds.",
 )
 
+# Both models' best learning rates lay at the edge of their grids: one more step out for each.
+SWEEPS["gpt_vs_lstm_edges"] = SweepSpec(
+    title=f"GPT against an LSTM of the same size, {STEPS} steps: one more learning rate each, past the "
+    "best of gpt_vs_lstm",
+    run=lm_run,
+    points=[{"model": "gpt", "lr": 4e-3, "steps": STEPS}, {"model": "lstm", "lr": 2e-2, "steps": STEPS}],
+    config=CONFIG,
+    recipe=RECIPE,
+    modules=MODULES,
+    metrics=METRICS,
+    records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_steps/{model}/lr{lr}")],
+    description="gpt_vs_lstm found each model best at the largest learning rate it tried (GPT 0.002, "
+    "LSTM 0.01); this sweep adds GPT 0.004 and LSTM 0.02. 3 seeds.",
+)
+
+# Equal time: in gpt_vs_lstm (runs two at a time, one thread each) the median GPT run trained 1350
+# steps in 140.9 s and the median LSTM run in 200.3 s, so the LSTM gets 1350 * 140.9 / 200.3 = 950
+# steps in the GPT's time; at the learning rate that was its best in gpt_vs_lstm.
+EQUAL_TIME_STEPS = 950
+SWEEPS["gpt_vs_lstm_equal_time"] = SweepSpec(
+    title=f"The LSTM in the GPT's training time: {EQUAL_TIME_STEPS} steps (learning rate 0.01)",
+    run=lm_run,
+    points=[{"model": "lstm", "lr": 1e-2, "steps": EQUAL_TIME_STEPS}],
+    config=CONFIG,
+    recipe=RECIPE,
+    modules=MODULES,
+    metrics=METRICS,
+    records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_time/{model}/lr{lr}")],
+    description="The LSTM of gpt_vs_lstm trained for as many steps as fit in the GPT's median "
+    "training time for 1350 steps there (950 steps), at its best learning rate there. 3 seeds.",
+)
+
 
 def kv_cache_generate_speedup(args, tokens=500, repeats=3):
     """Generation of 500 tokens (one prompt character, batch 1) by a GPT of the capstone's shape
@@ -143,4 +175,6 @@ def kv_cache_generate_speedup(args, tokens=500, repeats=3):
     ]
 
 
-BENCHMARKS = [("GPT: generation of 500 tokens with and without the KV cache", kv_cache_generate_speedup)]
+BENCHMARKS = [
+    ("GPT: generation of 500 tokens with and without the KV cache", kv_cache_generate_speedup),
+]
