@@ -80,15 +80,16 @@ def lm_run(point, seed, config):
 
 CONFIG = {"eval_seq_len": 64}
 
+
+def lm_sweep(**fields):
+    """A sweep of `lm_run` with this module's configuration, recipe, modules and metrics."""
+    return SweepSpec(run=lm_run, config=CONFIG, recipe=RECIPE, modules=MODULES, metrics=METRICS, **fields)
+
+
 SWEEPS = {
-    "gpt_capstone": SweepSpec(
+    "gpt_capstone": lm_sweep(
         title=f"The capstone GPT, {STEPS} steps, with and without weight tying (learning rate 0.001)",
-        run=lm_run,
         points=[{"model": "gpt", "lr": 1e-3, "steps": STEPS, "tie_weights": tie} for tie in (False, True)],
-        config=CONFIG,
-        recipe=RECIPE,
-        modules=MODULES,
-        metrics=METRICS,
         records=[("bpc", "capstone_gpt_heldout_bpc/tie_weights={tie_weights}")],
         description="Chapter 10's GPT (4 blocks, 4 heads, width 128, context 64) trained for the "
         "chapter's 1350 steps with GPT_RECIPE, as the page trains it (seed 0 is the page's run, on one "
@@ -99,15 +100,10 @@ SWEEPS = {
 
 # GPT against an LSTM of its size at equal steps: each model at three learning rates a factor of 2
 # apart, around its usual value (the GPT's 0.001 is gpt_capstone's untied point).
-SWEEPS["gpt_vs_lstm"] = SweepSpec(
+SWEEPS["gpt_vs_lstm"] = lm_sweep(
     title=f"GPT against an LSTM of the same size, {STEPS} steps each, at several learning rates",
-    run=lm_run,
     points=[{"model": "gpt", "lr": lr, "steps": STEPS} for lr in (5e-4, 2e-3)]
     + [{"model": "lstm", "lr": lr, "steps": STEPS} for lr in (2.5e-3, 5e-3, 1e-2)],
-    config=CONFIG,
-    recipe=RECIPE,
-    modules=MODULES,
-    metrics=METRICS,
     records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_steps/{model}/lr{lr}")],
     description="The capstone GPT (828,264 parameters) at learning rates 0.0005 and 0.002 (0.001: "
     "gpt_capstone) and a two-layer LSTM (246 units, embeddings 64; 825,448 parameters) at 0.0025, "
@@ -116,15 +112,10 @@ SWEEPS["gpt_vs_lstm"] = SweepSpec(
 )
 
 # Both models' best learning rates lay at the edge of their grids: one more step out for each.
-SWEEPS["gpt_vs_lstm_edges"] = SweepSpec(
+SWEEPS["gpt_vs_lstm_edges"] = lm_sweep(
     title=f"GPT against an LSTM of the same size, {STEPS} steps: one more learning rate each, past the "
     "best of gpt_vs_lstm",
-    run=lm_run,
     points=[{"model": "gpt", "lr": 4e-3, "steps": STEPS}, {"model": "lstm", "lr": 2e-2, "steps": STEPS}],
-    config=CONFIG,
-    recipe=RECIPE,
-    modules=MODULES,
-    metrics=METRICS,
     records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_steps/{model}/lr{lr}")],
     description="gpt_vs_lstm found each model best at the largest learning rate it tried (GPT 0.002, "
     "LSTM 0.01); this sweep adds GPT 0.004 and LSTM 0.02. 3 seeds.",
@@ -134,14 +125,9 @@ SWEEPS["gpt_vs_lstm_edges"] = SweepSpec(
 # steps in 140.9 s and the median LSTM run in 200.3 s, so the LSTM gets 1350 * 140.9 / 200.3 = 950
 # steps in the GPT's time; at the learning rate that was its best in gpt_vs_lstm.
 EQUAL_TIME_STEPS = 950
-SWEEPS["gpt_vs_lstm_equal_time"] = SweepSpec(
+SWEEPS["gpt_vs_lstm_equal_time"] = lm_sweep(
     title=f"The LSTM in the GPT's training time: {EQUAL_TIME_STEPS} steps (learning rate 0.01)",
-    run=lm_run,
     points=[{"model": "lstm", "lr": 1e-2, "steps": EQUAL_TIME_STEPS}],
-    config=CONFIG,
-    recipe=RECIPE,
-    modules=MODULES,
-    metrics=METRICS,
     records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_time/{model}/lr{lr}")],
     description="The LSTM of gpt_vs_lstm trained for as many steps as fit in the GPT's median "
     "training time for 1350 steps there (950 steps), at its best learning rate there. 3 seeds.",
