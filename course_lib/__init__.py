@@ -9,9 +9,10 @@ One module per topic; each chapter of the book studies one of them.
     decoding    greedy decoding, sampling (temperature, top-k, top-p) and beam search,
                 over one step protocol shared by every model that writes tokens
     multihead   multi-head attention (torch.nn.MultiheadAttention-compatible), the KV cache
-    positional  sinusoidal and learned positional encodings
+    positional  sinusoidal and learned positional encodings, RoPE, ALiBi
     transformer encoder/decoder layers and stacks (torch.nn.Transformer*-compatible), Transformer
     gpt         a decoder-only GPT with a key/value cache
+    mlm         a BERT-style masked language model, its recipe, and two count baselines
     recipes     one training recipe per model family, shared by the chapters and benchmarks/
     data        generated tasks (dates, copy/reverse), Vocab, batching, the pydoc_data text corpus
     train       the training loop (tqdm, seeding, device) and held-out metrics
@@ -22,7 +23,29 @@ One module per topic; each chapter of the book studies one of them.
     exercises   auto-checks for the exercises
     release     editions of the book (python -m course_lib.release student OUTDIR)
 
-Argument checks shared by the modules live in `_checks`.
+Argument checks shared by the modules live in `_checks`; `set_threads` is here.
 """
 
+import os
+
+import torch
+
 __version__ = "0.2.0"
+
+
+def set_threads(n: int) -> int:
+    """Run torch on ``n`` CPU threads, or fewer if the environment variable
+    ``COURSE_LIB_THREADS`` says so; returns the number used.
+
+    The cap is for machines that run several notebooks at once: `make test` runs two side by
+    side on two cores and sets it to 1, since two threads each would fight over the cores.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int (threads), got {n!r}")
+    cap = os.environ.get("COURSE_LIB_THREADS", "")
+    if cap:
+        if not cap.isdigit() or int(cap) < 1:
+            raise ValueError(f"COURSE_LIB_THREADS must be a positive integer, got {cap!r}")
+        n = min(n, int(cap))
+    torch.set_num_threads(n)
+    return n
