@@ -328,3 +328,19 @@ SWEEPS["bottleneck_plateau_small"] = SweepSpec(
     description="bottleneck_plateau_h32 / _h64 with context vectors of 8 and 16 numbers: the same model "
     "and recipe at 2000, 4000 and 8000 steps. 3 seeds.",
 )
+
+# One more doubling (16000 steps) for the three narrowest vectors: does the gain of the last
+# doubling (4000 -> 8000, positive for every width and seed) shrink to nothing?
+SWEEPS["bottleneck_plateau_16k"] = SweepSpec(
+    title="Copy task without attention, hidden sizes 8, 16 and 32: held-out exact match by length "
+    "after 16000 steps",
+    run=bottleneck_run,
+    points=[{"model": "no_attention", "hidden": h, "steps": 16000, "reverse": False} for h in (8, 16, 32)],
+    config=SWEEPS["bottleneck_exact_match"].config,
+    recipe=SWEEPS["bottleneck_exact_match"].recipe,
+    modules=SWEEPS["bottleneck_exact_match"].modules,
+    metrics=SWEEPS["bottleneck_exact_match"].metrics,
+    records=SWEEPS["bottleneck_plateau_h32"].records,
+    description="bottleneck_plateau_small / _h32 one doubling further: the same model and recipe "
+    "(one-cycle schedule over the whole budget) trained for 16000 steps. 3 seeds.",
+)
