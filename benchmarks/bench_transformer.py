@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from common import record
 
 from course_lib import data, recipes, train
+from course_lib.ablation import without_ffn
 from course_lib.attention import causal_mask
 from course_lib.transformer import Transformer, greedy_decode
 
@@ -137,10 +138,11 @@ def _dates_split():
     return train_pairs, test_pairs, sv, tv
 
 
-def paper_recipe_run(point, seed, config):
-    """One (recipe, steps, seed): chapter 9's date model trained by `train_transformer` with the
-    chapter's or the paper's optimisation recipe; held-out greedy exact match and unsmoothed
-    teacher-forced cross-entropy (nats per target token)."""
+def _train_dates(seed, steps, lr, warmup, recipe, dropout=0.0, tied=False, ffn=True):
+    """Chapter 9's date model trained by `train_transformer` from `seed`; `recipe`: the keyword
+    arguments of the optimisation recipe. dropout: the model's (0 in the chapter); tied: the
+    output layer shares the target embedding matrix; ffn=False: `ablation.without_ffn`.
+    -> held-out greedy exact match, unsmoothed teacher-forced cross-entropy (nats per token)."""
     torch.set_num_threads(1)
     train_pairs, test_pairs, sv, tv = _dates_split()
     train.seed_everything(seed)
@@ -152,19 +154,14 @@ def paper_recipe_run(point, seed, config):
         num_encoder_layers=2,
         num_decoder_layers=2,
         d_ff=128,
-        dropout=0.0,
+        dropout=dropout,
     )
+    if tied:
+        model.out.weight = model.tgt_embed.weight  # one (V, d_model) matrix, used twice
+    if not ffn:
+        without_ffn(model)
     recipes.train_transformer(
-        model,
-        train_pairs,
-        sv,
-        tv,
-        point["steps"],
-        lr=config["lr"],
-        warmup=config["warmup"],
-        seed=seed,
-        progress=False,
-        **PAPER_RECIPES[point["recipe"]],
+        model, train_pairs, sv, tv, steps, lr=lr, warmup=warmup, seed=seed, progress=False, **recipe
     )
     model.eval()
     test = data.encode_pairs(test_pairs, sv, tv)
@@ -177,6 +174,32 @@ def paper_recipe_run(point, seed, config):
     return {"exact_match": em, "heldout_nll": nll}
 
 
+def paper_recipe_run(point, seed, config):
+    """One (recipe, steps, seed): chapter 9's date model trained with the chapter's or the
+    paper's optimisation recipe."""
+    return _train_dates(seed, point["steps"], config["lr"], config["warmup"], PAPER_RECIPES[point["recipe"]])
+
+
+# One change from the paper at a time, on top of the chapter's recipe (Vaswani et al., 2017,
+# sections 3.4, 5.3 and 5.4), and the model without its FFNs (section 3.3).
+ABLATIONS = {
+    "chapter": {},
+    "label_smoothing": {"recipe": {"label_smoothing": 0.1}},
+    "inverse_sqrt": {"recipe": {"schedule": "inverse_sqrt"}},
+    "adam_beta2": {"recipe": {"betas": (0.9, 0.98), "adam_eps": 1e-9}},
+    "dropout": {"dropout": 0.1},
+    "tied_output": {"tied": True},
+    "no_ffn": {"ffn": False},
+}
+
+
+def ablation_run(point, seed, config):
+    """One (component, steps, seed): the chapter's recipe with one of ABLATIONS applied."""
+    change = dict(ABLATIONS[point["component"]])
+    recipe = {**PAPER_RECIPES["chapter"], **change.pop("recipe", {})}
+    return _train_dates(seed, point["steps"], config["lr"], config["warmup"], recipe, **change)
+
+
 SWEEPS = {
     "transformer_paper_recipe": SweepSpec(
         title="Dates, chapter 9's model: the chapter's optimisation recipe (one-cycle, Adam "
@@ -186,6 +209,7 @@ SWEEPS = {
         points=[{"recipe": r, "steps": s} for r in ("chapter", "paper") for s in (150, 500)],
         config={"lr": 3e-3, "warmup": 0.1},
         recipe=[
+            "bench_transformer:_train_dates",
             "course_lib.recipes:train_transformer",
             "course_lib.recipes:transformer_loss",
             "course_lib.recipes:_one_cycle",
@@ -200,6 +224,7 @@ SWEEPS = {
             "course_lib.decoding",
             "course_lib.multihead",
             "course_lib.attention",
+            "course_lib.ablation",
         ],
         metrics={
             "exact_match": {"unit": "fraction", "higher_is_better": True},
@@ -209,3 +234,22 @@ SWEEPS = {
         records=[("exact_match", "transformer_paper_recipe/{recipe}/{steps}")],
     ),
 }
+
+SWEEPS["paper_recipe_ablation"] = SweepSpec(
+    title="Dates, chapter 9's model and recipe with one change from the paper at a time (label "
+    "smoothing 0.1, the inverse-sqrt warm-up, beta2 0.98 and eps 1e-9, dropout 0.1, output layer "
+    "tied to the target embedding) or without its FFNs, 500 steps",
+    run=ablation_run,
+    points=[{"component": c, "steps": 500} for c in ABLATIONS if c != "chapter"],
+    config=SWEEPS["transformer_paper_recipe"].config,
+    recipe=SWEEPS["transformer_paper_recipe"].recipe + ["bench_transformer:ABLATIONS"],
+    modules=SWEEPS["transformer_paper_recipe"].modules,
+    metrics=SWEEPS["transformer_paper_recipe"].metrics,
+    seeds=[0, 1, 2],
+    records=[("exact_match", "paper_recipe_ablation/{component}")],
+    description="The baseline is transformer_paper_recipe's chapter recipe at 500 steps (same "
+    "seeds, same code). Each point changes one thing: the optimisation settings of the paper one "
+    "by one, dropout 0.1 (the model's, on every sub-layer and the embeddings), the output layer "
+    "sharing the target embedding matrix (the vocabularies differ, so the source embedding "
+    "cannot be shared too), or the model without FFNs (fewer parameters: the FFNs' are gone).",
+)

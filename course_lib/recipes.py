@@ -11,6 +11,10 @@ fingerprint of the recipe that produced it (`course_lib.evidence`).
     train_seq2seq      recurrent encoder-decoders (chapters 3 and 4)
     train_transformer  the encoder-decoder Transformer (chapter 9)
 
+The masked language model's recipe, `mlm.train_mlm`, lives beside its model in `course_lib.mlm`
+(the committed sweeps of the GPT fingerprint this module whole, so a recipe added here would
+make them stale without changing them).
+
 Each returns the `course_lib.train.History` of `fit` (train_char_lm also the model). Seed the
 model's initialisation yourself (`seed_everything(seed)` before building it); `seed` here
 seeds the order of the batches.
