@@ -161,6 +161,44 @@ def kv_cache_generate_speedup(args, tokens=500, repeats=3):
     ]
 
 
+def capstone_headlines(args):
+    """The chapter's headline numbers, read from the committed sweeps (nothing is trained here):
+    the capstone GPT's held-out bits per character (3 seeds; goal <= 2.2), and the GPT against the
+    LSTM at equal steps and at equal time, each GPT and LSTM at its best learning rate (the value
+    is the LSTM's mean, the baseline the GPT's; ratio < 1: the LSTM is better)."""
+    from course_lib.evidence import load_sweep
+
+    def spread(s):
+        return {"min": s.min, "max": s.max, "n": s.n}
+
+    capstone = load_sweep("gpt_capstone").summary("bpc", model="gpt", lr=1e-3, steps=STEPS, tie_weights=False)
+    grid = [load_sweep(name) for name in ("gpt_capstone", "gpt_vs_lstm", "gpt_vs_lstm_edges")]
+
+    def best(model):  # the lowest mean over the learning rates tried, untied
+        points = [
+            (s, p) for s in grid for p in s.select(model=model, steps=STEPS) if not p.get("tie_weights")
+        ]
+        return min((s.summary("bpc", **p) for s, p in points), key=lambda x: x.mean)
+
+    gpt, lstm = best("gpt"), best("lstm")
+    equal_time = load_sweep("gpt_vs_lstm_equal_time")
+    lstm_time = equal_time.summary("bpc", **equal_time.points[0])
+    return [
+        record("capstone_gpt_heldout_bpc", capstone.mean, "bits/char", goal=2.2, **spread(capstone)),
+        record(
+            "gpt_vs_lstm_heldout_bpc/equal_steps", lstm.mean, "bits/char", baseline=gpt.mean, **spread(lstm)
+        ),
+        record(
+            "gpt_vs_lstm_heldout_bpc/equal_time",
+            lstm_time.mean,
+            "bits/char",
+            baseline=gpt.mean,
+            **spread(lstm_time),
+        ),
+    ]
+
+
 BENCHMARKS = [
     ("GPT: generation of 500 tokens with and without the KV cache", kv_cache_generate_speedup),
+    ("GPT: the capstone's headline numbers, from the committed sweeps", capstone_headlines),
 ]
