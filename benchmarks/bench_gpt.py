@@ -169,7 +169,7 @@ def capstone_headlines(args):
     from course_lib.evidence import load_sweep
 
     def spread(s):
-        return {"min": s.min, "max": s.max, "n": s.n}
+        return {"std": s.std, "min": s.min, "max": s.max, "n": s.n}
 
     capstone = load_sweep("gpt_capstone").summary("bpc", model="gpt", lr=1e-3, steps=STEPS, tie_weights=False)
     grid = [load_sweep(name) for name in ("gpt_capstone", "gpt_vs_lstm", "gpt_vs_lstm_edges")]

@@ -79,6 +79,7 @@ def mlm_headline(args):
             "fraction",
             baseline=neighbours,
             steps=point["steps"],
+            std=s.std,
             min=s.min,
             max=s.max,
             n=s.n,

@@ -131,7 +131,7 @@ def all_benchmarks():
     found = []
     for path in sorted((ROOT / "benchmarks").glob("bench_*.py")):
         module = importlib.import_module(path.stem)
-        found += module.BENCHMARKS
+        found += getattr(module, "BENCHMARKS", [])
         found += [
             (f"{spec.title} (sweep {name}: mean over seeds and spread)", committed_sweep(name, spec))
             for name, spec in getattr(module, "SWEEPS", {}).items()
