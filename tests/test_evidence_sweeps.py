@@ -197,6 +197,7 @@ def test_run_py_lists_a_committed_sweep_section(monkeypatch, toy):
     assert Args.failed
 
 
+@pytest.mark.slow  # --list imports every sweep's module and fingerprints its code (seconds)
 def test_runner_command_line_rejects_bad_requests(capsys):
     with pytest.raises(SystemExit):
         runner.main(["no_such_sweep"])

@@ -131,6 +131,7 @@ def test_code_cells_are_kept_and_solutions_folded_or_stubbed(edition):
         assert codes == [c.source for c in book.cells if c.cell_type == "code"]
 
 
+@pytest.mark.slow  # runs the command line in subprocesses (seconds each)
 def test_the_command_line_refuses_to_write_into_the_sources():
     run = subprocess.run(
         [sys.executable, "-m", "course_lib.release", "learner", str(ROOT / "book" / "x")],

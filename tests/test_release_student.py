@@ -266,6 +266,7 @@ def test_directives_and_gated_cells_removed(student):
     assert page.startswith("# Intro") and "The end." in page and "SECRET_COLON" not in page
 
 
+@pytest.mark.slow  # runs the command line in subprocesses (seconds each)
 def test_cli(book, tmp_path):
     out = tmp_path / "cli"
     run = subprocess.run(
@@ -311,6 +312,7 @@ def test_unbalanced_markers_are_errors(source, message, tmp_path):
     assert "book/bad.ipynb, cell 1" in str(info.value) and message in str(info.value)
 
 
+@pytest.mark.slow  # runs the command line in subprocesses (seconds each)
 def test_unbalanced_begin_fails_the_cli(book, tmp_path):
     nb = new_notebook(cells=[new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n")])
     nbformat.write(nb, book / "book" / "broken.ipynb")
