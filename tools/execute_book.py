@@ -17,10 +17,13 @@ saved in the notebook (``store_widget_state=True``), which the static site needs
 
 The chapters run torch on one thread (``torch.set_num_threads(1)``), so ``--jobs 2`` runs
 two notebooks side by side on two cores; the longest notebooks (by the last run's timings,
-kept in ``timings.json``) start first. A notebook is executed again only when its staged
-copy is missing or older than the notebook or than anything it may read (``course_lib/``,
-``benchmarks/``, the other files in ``book/``, ``pyproject.toml``, ``requirements.txt``);
-``--force`` executes them all.
+kept in ``timings.json``) start first. A notebook that asks for more threads
+(``course_lib.set_threads(2)``: the capstone) runs alone, after the others, so that its
+threads have the cores to themselves and its measured times are those of its budget.
+
+A notebook is executed again only when its staged copy is missing or older than the notebook
+or than anything it may read (``course_lib/``, ``benchmarks/``, the other files in ``book/``,
+``pyproject.toml``, ``requirements.txt``); ``--force`` executes them all.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import re
 import shutil
 import sys
 import time
@@ -146,6 +150,15 @@ def execute_one(src_nb: str, dest_nb: str, timeout: int) -> tuple[str, float, fl
     return src_nb, seconds, cpu["seconds"], error
 
 
+def threads_wanted(path: Path) -> int:
+    """The most threads a notebook asks for with ``set_threads(n)`` (1 if it never does)."""
+    cells = nbformat.read(path, as_version=4).cells
+    found = [
+        int(n) for c in cells if c.cell_type == "code" for n in re.findall(r"set_threads\((\d+)\)", c.source)
+    ]
+    return max(found, default=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", type=Path, default=ROOT, help="the book's root (default: %(default)s)")
@@ -180,16 +193,21 @@ def main(argv: list[str] | None = None) -> int:
     timeout = int(
         (yaml.safe_load((src / "_config.yml").read_text()).get("execute") or {}).get("timeout", 300)
     )
+    alone = [nb for nb in stale if threads_wanted(src / nb) > 1]  # after the others, one at a time
     failures, start = [], time.perf_counter()
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        jobs = [pool.submit(execute_one, str(src / nb), str(out / nb), timeout) for nb in stale]
-        for job in concurrent.futures.as_completed(jobs):
-            name, seconds, cpu, error = job.result()
-            rel = str(Path(name).relative_to(src))
-            timings[rel] = round(seconds, 1)
-            print(f"  {seconds:7.1f} s wall {cpu:7.1f} s CPU  {rel}{'  FAILED' if error else ''}", flush=True)
-            if error:
-                failures.append((rel, error))
+    for batch, workers in [([nb for nb in stale if nb not in alone], args.jobs), (alone, 1)]:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+            jobs = [pool.submit(execute_one, str(src / nb), str(out / nb), timeout) for nb in batch]
+            for job in concurrent.futures.as_completed(jobs):
+                name, seconds, cpu, error = job.result()
+                rel = str(Path(name).relative_to(src))
+                timings[rel] = round(seconds, 1)
+                print(
+                    f"  {seconds:7.1f} s wall {cpu:7.1f} s CPU  {rel}{'  FAILED' if error else ''}",
+                    flush=True,
+                )
+                if error:
+                    failures.append((rel, error))
     timings_file.write_text(json.dumps(dict(sorted(timings.items())), indent=1) + "\n")
     if stale:
         print(
