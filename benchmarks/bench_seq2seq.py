@@ -309,38 +309,43 @@ SWEEPS["bahdanau_encoders"] = SweepSpec(
     ],
 )
 
-# Vectors small enough to reach their plateau within these budgets (32 and 64 numbers still gain
-# from every doubling up to 8000 steps): what a converged fixed vector holds.
-SWEEPS["bottleneck_plateau_small"] = SweepSpec(
-    title="Copy task without attention, hidden sizes 8 and 16: held-out exact match by length at "
+
+def plateau_sweep(title, points, description):
+    """A sweep of the model without attention with bottleneck_exact_match's recipe and the
+    plateau sweeps' records."""
+    base = SWEEPS["bottleneck_exact_match"]
+    return SweepSpec(
+        title=title,
+        run=bottleneck_run,
+        points=points,
+        config=base.config,
+        recipe=base.recipe,
+        modules=base.modules,
+        metrics=base.metrics,
+        records=SWEEPS["bottleneck_plateau_h32"].records,
+        description=description,
+    )
+
+
+# The two narrowest vectors at the same budgets (they too still gained at 8000 steps).
+SWEEPS["bottleneck_plateau_small"] = plateau_sweep(
+    "Copy task without attention, hidden sizes 8 and 16: held-out exact match by length at "
     "doubling budgets (2000, 4000, 8000 steps)",
-    run=bottleneck_run,
-    points=[
+    [
         {"model": "no_attention", "hidden": h, "steps": s, "reverse": False}
         for h in (8, 16)
         for s in (2000, 4000, 8000)
     ],
-    config=SWEEPS["bottleneck_exact_match"].config,
-    recipe=SWEEPS["bottleneck_exact_match"].recipe,
-    modules=SWEEPS["bottleneck_exact_match"].modules,
-    metrics=SWEEPS["bottleneck_exact_match"].metrics,
-    records=SWEEPS["bottleneck_plateau_h32"].records,
-    description="bottleneck_plateau_h32 / _h64 with context vectors of 8 and 16 numbers: the same model "
+    "bottleneck_plateau_h32 / _h64 with context vectors of 8 and 16 numbers: the same model "
     "and recipe at 2000, 4000 and 8000 steps. 3 seeds.",
 )
 
 # One more doubling (16000 steps) for the three narrowest vectors: does the gain of the last
-# doubling (4000 -> 8000, positive for every width and seed) shrink to nothing?
-SWEEPS["bottleneck_plateau_16k"] = SweepSpec(
-    title="Copy task without attention, hidden sizes 8, 16 and 32: held-out exact match by length "
+# doubling (4000 -> 8000, positive for every width and seed) shrink to nothing? (It does not.)
+SWEEPS["bottleneck_plateau_16k"] = plateau_sweep(
+    "Copy task without attention, hidden sizes 8, 16 and 32: held-out exact match by length "
     "after 16000 steps",
-    run=bottleneck_run,
-    points=[{"model": "no_attention", "hidden": h, "steps": 16000, "reverse": False} for h in (8, 16, 32)],
-    config=SWEEPS["bottleneck_exact_match"].config,
-    recipe=SWEEPS["bottleneck_exact_match"].recipe,
-    modules=SWEEPS["bottleneck_exact_match"].modules,
-    metrics=SWEEPS["bottleneck_exact_match"].metrics,
-    records=SWEEPS["bottleneck_plateau_h32"].records,
-    description="bottleneck_plateau_small / _h32 one doubling further: the same model and recipe "
+    [{"model": "no_attention", "hidden": h, "steps": 16000, "reverse": False} for h in (8, 16, 32)],
+    "bottleneck_plateau_small / _h32 one doubling further: the same model and recipe "
     "(one-cycle schedule over the whole budget) trained for 16000 steps. 3 seeds.",
 )
