@@ -8,8 +8,12 @@
 # of every notebook and compares its checked outputs with the committed ones.
 
 PYTHON ?= python3
-# Notebooks executed side by side, and pytest workers (the chapters run torch on one thread).
+# Notebooks executed side by side (the chapters run torch on one thread), and jobs of make
+# itself when `make test` builds the sites, the editions and the PDF.
 JOBS   ?= 2
+# pytest workers: three on two cores, as the browser, venv and kernel start-up tests wait on
+# I/O part of the time (pytest took 801 s with three against 840 s with two, same machine).
+TEST_JOBS ?= 3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
@@ -19,7 +23,7 @@ STUDENT_SRC := _build/student
 EDITIONS := _build/editions
 JB_BUILD := $(BIN)/jupyter-book build --all -W --keep-going
 
-.PHONY: setup executed book test test-fast student student-book learner editions pdf lint \
+.PHONY: setup executed book test test-inputs test-fast student student-book learner editions pdf lint \
         bench clean
 
 setup: $(PY_OK) $(JS_OK)
@@ -49,10 +53,16 @@ book: executed
 # Every test: unit, torch parity, widgets, exercises, release, config, the site, the
 # student site and the PDF in Chromium (axe-core included), the editions, and nbval on the
 # student edition of every notebook (pyproject.toml's testpaths: tests and _student/book).
-# The 25 slowest tests are listed at the end (where the time goes). COURSE_LIB_THREADS=1
-# holds chapter 10 (train.set_threads(2)) to one thread: the two workers share two cores.
-test: book student student-book editions pdf
-	COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadscope --durations=25
+# What the tests read is built first, JOBS targets at a time (the two sites and the PDF are
+# built side by side once the notebooks are executed). pytest-xdist then hands each notebook
+# or test module to one worker, longest first (conftest.py orders them). The 25 slowest tests
+# are listed at the end (where the time goes). COURSE_LIB_THREADS=1 holds chapter 10
+# (set_threads(2)) to one thread: the workers share two cores.
+test:
+	$(MAKE) --no-print-directory --output-sync=target -j$(JOBS) test-inputs
+	COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder --durations=25
+
+test-inputs: book student student-book editions pdf
 
 # Tests that need no notebook run, no built site and no browser (about a minute of CPU on two workers).
 test-fast: setup
