@@ -12,7 +12,8 @@ PYTHON ?= python3
 # itself when `make test` builds the sites, the editions and the PDF.
 JOBS   ?= 2
 # pytest workers: three on two cores, as the browser, venv and kernel start-up tests wait on
-# I/O part of the time (pytest took 801 s with three against 840 s with two, same machine).
+# I/O part of the time (pytest took 801 s with three against 840 s with two: one run each,
+# same machine and session; the spread between runs on this shared machine is as large).
 TEST_JOBS ?= 3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -55,12 +56,12 @@ book: executed
 # student edition of every notebook (pyproject.toml's testpaths: tests and _student/book).
 # What the tests read is built first, JOBS targets at a time (the two sites and the PDF are
 # built side by side once the notebooks are executed). pytest-xdist then hands each notebook
-# or test module to one worker, longest first (conftest.py orders them). The 25 slowest tests
-# are listed at the end (where the time goes). COURSE_LIB_THREADS=1 holds chapter 10
-# (set_threads(2)) to one thread: the workers share two cores.
+# or test module to one worker. The 25 slowest tests are listed at the end (where the time
+# goes). COURSE_LIB_THREADS=1 holds chapter 10 (set_threads(2)) to one thread: the workers
+# share two cores.
 test:
 	$(MAKE) --no-print-directory --output-sync=target -j$(JOBS) test-inputs
-	COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder --durations=25
+	COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --durations=25
 
 test-inputs: book student student-book editions pdf
 

@@ -103,7 +103,7 @@ def test_make_test_runs_every_step_the_workflow_relies_on():
         "COURSE_EDITION=student",
         "tools/editions.py --out _build/editions",
         "tools/book_pdf.py",
-        "pytest -n 3 --dist loadscope --no-loadscope-reorder",
+        "pytest -n 3 --dist loadscope",
     ]:
         assert command in plan, f"`make test` does not run {command!r}:\n{plan}"
 
