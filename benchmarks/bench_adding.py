@@ -14,13 +14,6 @@ from common import SweepSpec
 from course_lib.adding import adding_mse, remembered_values, train_adding
 
 CONFIG = {"steps": 2000, "eval_every": 250, "lr": 1e-2, "hidden_size": 32}
-MODULES = ["course_lib.adding", "course_lib.train", "course_lib.rnn"]
-RECIPE = [
-    "course_lib.adding:train_adding",
-    "course_lib.adding:AddingRegressor",
-    "course_lib.adding:adding_batch",
-    "course_lib.adding:remembered_values",
-]
 METRICS = {
     "mse": {"unit": "MSE", "higher_is_better": False},
     **{
@@ -74,8 +67,8 @@ SWEEPS = {
             _point(T=40, init="identity"),
         ],
         config=CONFIG,
-        recipe=RECIPE,
-        modules=MODULES,
+        smoke={"steps": 8, "eval_every": 4},
+        margins={"mse_vs_default_rnn": 0.05},
         metrics=METRICS,
         records=[("mse", "adding_test_mse/{cell}/{init}/T{T}")],
         description="Vanilla tanh RNN (32 units) at T = 10, 20, 40 from torch's default "
@@ -87,8 +80,8 @@ SWEEPS = {
         run=adding_run,
         points=[_point(cell="lstm", T=40), _point(T=20, truncate=2), _point(T=20, truncate=5)],
         config=CONFIG,
-        recipe=RECIPE,
-        modules=MODULES,
+        smoke={"steps": 8, "eval_every": 4},
+        margins={"mse_vs_default_rnn": 0.05, "mse_full_vs_truncated": 0.005, "mse_below_one_value": 0.02},
         metrics=METRICS,
         records=[("mse", "adding_test_mse/{cell}/{init}/T{T}/truncate{truncate}")],
         description="The LSTM (32 units) at T = 40 with the vanilla RNN's budget; the vanilla RNN at "
@@ -102,8 +95,8 @@ for _init in ("default", "orthogonal"):
         run=adding_lr_run,
         points=[dict(_point(T=40, init=_init), lr=lr) for lr in (1e-3, 3e-3)],
         config=CONFIG,
-        recipe=RECIPE + ["bench_adding:adding_run"],
-        modules=MODULES,
+        smoke={"steps": 8, "eval_every": 4},
+        margins={"rnn_over_irnn_ratio": 2.0},
         metrics=METRICS,
         records=[("mse", f"adding_test_mse/rnn/{_init}/T40/lr{{lr}}")],
         description="The vanilla RNN at T = 40 with two more learning rates than adding_rnn's 0.01, "
@@ -131,8 +124,8 @@ SWEEPS["adding_gated"] = SweepSpec(
         for cell, hidden in (("lstm", 32), ("gru", 37))
     ],
     config=CONFIG,
-    recipe=RECIPE + ["bench_adding:adding_run"],
-    modules=MODULES,
+    smoke={"steps": 8, "eval_every": 4},
+    margins={"mse_gru_vs_lstm_early": 0.1},
     metrics=METRICS,
     records=[("mse", "adding_test_mse/{cell}/T{T}/hidden{hidden_size}")],
     description="LSTM (32 units) and GRU (37 units: about the same number of parameters) on the adding "

@@ -25,22 +25,6 @@ GPT_SHAPE = {"d_model": 128, "num_heads": 4, "num_layers": 4, "d_ff": 512, "max_
 # Two LSTM layers of 246 units (char-rnn's shape), embeddings of 64: 825,448 parameters
 # against the GPT's 828,264.
 LSTM_SHAPE = {"embed_size": 64, "hidden_size": 246, "num_layers": 2}
-MODULES = [
-    "course_lib.gpt",
-    "course_lib.charlm",
-    "course_lib.recipes",
-    "course_lib.train",
-    "course_lib.data",
-    "course_lib.transformer",
-    "course_lib.multihead",
-    "course_lib.rnn",
-]
-RECIPE = [
-    "course_lib.recipes:train_lm",
-    "course_lib.recipes:warmup_cosine",
-    "course_lib.recipes:lm_loss",
-    "course_lib.train:lm_heldout_loss",
-]
 METRICS = {
     "bpc": {"unit": "bits/char", "higher_is_better": False},
     "train_seconds": {"unit": "s", "higher_is_better": False},
@@ -83,7 +67,7 @@ CONFIG = {"eval_seq_len": 64}
 
 def lm_sweep(**fields):
     """A sweep of `lm_run` with this module's configuration, recipe, modules and metrics."""
-    return SweepSpec(run=lm_run, config=CONFIG, recipe=RECIPE, modules=MODULES, metrics=METRICS, **fields)
+    return SweepSpec(run=lm_run, config=CONFIG, smoke={"steps": 8}, metrics=METRICS, **fields)
 
 
 SWEEPS = {

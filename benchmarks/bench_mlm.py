@@ -48,8 +48,7 @@ SWEEPS = {
         run=mlm_run,
         points=[{"steps": s, "rate": 0.4} for s in (200, 1600)],
         config={"batch_size": 32, "lr": 3e-3},
-        recipe=["course_lib.mlm:train_mlm", "course_lib.recipes:warmup_cosine", "course_lib.train:fit"],
-        modules=["course_lib.mlm", "course_lib.transformer", "course_lib.multihead", "course_lib.data"],
+        smoke={"steps": 8},
         metrics={
             name: {"unit": "fraction of masked characters", "higher_is_better": True}
             for name in ("accuracy", "unigram", "neighbours")

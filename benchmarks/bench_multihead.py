@@ -162,16 +162,8 @@ SWEEPS = {
         run=heads_lookup_run,
         points=[{"heads": h, "steps": s} for h in (1, 2) for s in (500, 2000)],
         config={"d_model": 32, "lr": 1e-2},
-        recipe=[
-            "bench_multihead:TinyAttentionModel",
-            "bench_multihead:three_lookups",
-            "course_lib.train:fit",
-            "course_lib.data:copy_pairs",
-            "course_lib.data:Vocab",
-            "course_lib.multihead:MultiHeadAttention",
-            "course_lib.positional:LearnedPositionalEmbedding",
-        ],
-        modules=[],
+        smoke={"steps": 10},
+        margins={"worst_two_vs_one_head": 0.03},
         metrics={
             m: {"unit": "accuracy", "higher_is_better": True} for m in ("worst", "mirror", "previous", "next")
         },

@@ -20,7 +20,9 @@ RANGES = {
 def extrapolation_run(point, seed, config):
     """One (scheme, seed): held-out accuracy on positions 0-15 (in range), 16-19 and 20-47."""
     torch.set_num_threads(1)
-    _, per_position = train_previous_token(point["scheme"], seed, progress=False)
+    _, per_position = train_previous_token(
+        point["scheme"], seed, steps=config["steps"], lr=config["lr"], progress=False
+    )
     return {name: per_position[a:b].mean().item() for name, (a, b) in RANGES.items()}
 
 
@@ -31,13 +33,8 @@ SWEEPS = {
         run=extrapolation_run,
         points=[{"scheme": name} for name in POSITION_SCHEMES],
         config={"steps": 400, "lr": 3e-3},
-        recipe=["course_lib.positional_experiments:train_previous_token", "course_lib.train:fit"],
-        modules=[
-            "course_lib.positional_experiments",
-            "course_lib.positional",
-            "course_lib.multihead",
-            "course_lib.attention",
-        ],
+        smoke={"steps": 10},
+        margins={"far_beyond": 0.2, "in_range": 0.2, "just_past": 0.05},
         metrics={name: {"unit": "accuracy", "higher_is_better": True} for name in RANGES},
         records=[("far_beyond", "positional_extrapolation/{scheme}")],
         description="Held-out accuracy (500 sequences of 48 tokens) averaged over positions 0-15 "

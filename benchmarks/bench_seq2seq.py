@@ -170,16 +170,6 @@ def scores_run(point, seed, config):
     return out
 
 
-# The recipe's functions, not the whole of course_lib.recipes (other models' recipes live there).
-_COPY_MODULES = [
-    "course_lib.seq2seq",
-    "course_lib.rnn",
-    "course_lib.train",
-    "course_lib.data",
-    "course_lib.decoding",
-    "course_lib.attention",
-]
-
 SWEEPS = {
     "bottleneck_exact_match": SweepSpec(
         title="Copy task without attention: held-out exact match by length, hidden size and "
@@ -191,8 +181,8 @@ SWEEPS = {
         + [{"model": "no_attention", "hidden": 128, "steps": 1000, "reverse": False}]
         + [{"model": "no_attention", "hidden": 64, "steps": 250, "reverse": True}],
         config={"lr": 1e-2, "train_lengths": [1, 20], "held_out_per_length": 100},
-        recipe=["course_lib.recipes:train_seq2seq", "course_lib.recipes:_one_cycle"],
-        modules=_COPY_MODULES + ["course_lib.alignment"],
+        smoke={"steps": 8},
+        margins={"em_budget": 0.1, "em_width": 0.05, "em_greedy_vs_beam": 0.02, "acc_reversed": 0.02},
         metrics={
             **{
                 f"{m}_{n}": {"unit": "fraction", "higher_is_better": True}
@@ -238,8 +228,8 @@ SWEEPS = {
         ]
         + [{"variant": "bahdanau_concat", "steps": 500, "bidirectional": b} for b in (False, True)],
         config={"lr": 1e-2, "hidden": 64, "embed": 32},
-        recipe=["course_lib.recipes:train_seq2seq", "course_lib.recipes:_one_cycle"],
-        modules=_COPY_MODULES + ["course_lib.alignment"],
+        smoke={"steps": 8},
+        margins={"em_score": 0.1, "alignment_score": 0.1, "em_local": 0.02},
         metrics={
             "exact_match": {"unit": "fraction", "higher_is_better": True},
             "position_accuracy": {"unit": "fraction", "higher_is_better": True},
@@ -260,8 +250,8 @@ SWEEPS["copy_attention_lengths"] = SweepSpec(
     run=bottleneck_run,
     points=[{"model": "luong_dot", "hidden": 64, "steps": 400, "reverse": False}],
     config=SWEEPS["bottleneck_exact_match"].config,
-    recipe=SWEEPS["bottleneck_exact_match"].recipe,
-    modules=SWEEPS["bottleneck_exact_match"].modules,
+    smoke={"steps": 8},
+    margins={"em_length": 0.3, "em_vs_no_attention": 0.1},
     metrics=SWEEPS["bottleneck_exact_match"].metrics,
     records=[(f"em_{n}", f"copy_attention_exact_match/{n}/{{model}}/{{steps}}") for n in (20, 30, 40)],
 )
@@ -279,8 +269,8 @@ for _hidden in (32, 64):
             for s in (2000, 4000, 8000)
         ],
         config=SWEEPS["bottleneck_exact_match"].config,
-        recipe=SWEEPS["bottleneck_exact_match"].recipe,
-        modules=SWEEPS["bottleneck_exact_match"].modules,
+        smoke={"steps": 8},
+        margins={"in_range_width": 0.02},
         metrics=SWEEPS["bottleneck_exact_match"].metrics,
         records=[
             (f"em_{n}", f"bottleneck_exact_match/{{hidden}}/{n}/{{model}}/{{steps}}/plateau_sweep")
@@ -300,8 +290,8 @@ SWEEPS["bahdanau_encoders"] = SweepSpec(
     run=scores_run,
     points=[{"variant": "bahdanau_concat", "steps": 300, "bidirectional": b} for b in (False, True)],
     config=SWEEPS["seq2seq_attention_scores"].config,
-    recipe=SWEEPS["seq2seq_attention_scores"].recipe,
-    modules=SWEEPS["seq2seq_attention_scores"].modules,
+    smoke={"steps": 8},
+    margins={"alignment_bi_vs_uni": 0.05},
     metrics=SWEEPS["seq2seq_attention_scores"].metrics,
     records=[
         ("exact_match", "score_function_exact_match/{variant}/{steps}/bi={bidirectional}"),
@@ -319,8 +309,8 @@ def plateau_sweep(title, points, description):
         run=bottleneck_run,
         points=points,
         config=base.config,
-        recipe=base.recipe,
-        modules=base.modules,
+        smoke={"steps": 8},
+        margins={"in_range_width": 0.02},
         metrics=base.metrics,
         records=SWEEPS["bottleneck_plateau_h32"].records,
         description=description,

@@ -20,23 +20,26 @@ class SweepSpec:
 
     run(point, seed, config) -> {metric: value} trains and evaluates one configuration with one
     seed. points: the grid, a list of dicts of JSON values (each passed to run). config: the
-    settings shared by all points (JSON). recipe: "module:qualname" of the course_lib code that
-    run() calls (the run function itself is added by the runner); modules: the course_lib
-    modules that code depends on. Both, with config and points, make the fingerprint.
-    metrics: {metric: {"unit": ..., "higher_is_better": bool}}. records: [(metric, name format)]
-    for results.json, e.g. [("bpc", "charlm_heldout_bpc/{kind}/{steps}")]: one record per point.
+    settings shared by all points (JSON). metrics: {metric: {"unit": ..., "higher_is_better":
+    bool}}; a metric in seconds ("s", "ms") is a timing, which no reproduction compares.
+    margins: {name: value}, the margins the chapter's claims on this sweep use, declared here
+    before the sweep runs (a changed margin makes the sweep stale). smoke: overrides of point or
+    config keys that make a run short (e.g. {"steps": 8}); the traced smoke run records which
+    code the sweep executes and its canary. version: raise it to make the sweep stale on purpose.
+    records: [(metric, name format)] for results.json, e.g. [("bpc", "charlm_heldout_bpc/{kind}")].
     """
 
     title: str
     run: Callable
     points: list
     config: dict
-    recipe: list
-    modules: list
     metrics: dict
+    smoke: dict
+    margins: dict = field(default_factory=dict)
     seeds: list = field(default_factory=lambda: [0, 1, 2])
     records: list = field(default_factory=list)
     description: str = ""
+    version: int = 1
 
 
 def sweep_records(spec, sweep):

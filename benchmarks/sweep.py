@@ -1,18 +1,24 @@
 """Run a registered sweep and commit its results as data: course_lib/sweeps/NAME.json.
 
     python benchmarks/sweep.py --list                   # the registered sweeps, and which are stale
+    python benchmarks/sweep.py --check                  # exit 1 if a committed sweep is stale, naming why
     python benchmarks/sweep.py NAME                     # run it with its default seeds
     python benchmarks/sweep.py NAME --seeds 0 1 2 3 4   # other seeds
     python benchmarks/sweep.py NAME --jobs 2            # two runs side by side (one per core)
-    python benchmarks/sweep.py --check                  # exit 1 if a committed sweep is stale
+    python benchmarks/sweep.py --rebless [NAME ...]     # stale by code only: re-trace, compare the canary
+    python benchmarks/sweep.py --verify NAME [--jobs 2] # re-run one seed per point, compare exactly
 
 A sweep is registered in a topic module, benchmarks/bench_<topic>.py, as
-SWEEPS = {name: common.SweepSpec(...)}. Each (point, seed) runs with one torch thread (so that
-runs do not compete for the cores and timings are comparable); run long sweeps with `nice`.
-The file records the configuration, the seeds, per-seed results and seconds, the fingerprint
-of the code that produced them (course_lib.evidence.fingerprint), the command that re-runs it,
-the wall time, the machine and the date. `benchmarks/run.py` copies each committed sweep's
-summary (mean and spread per point) into results.json and the README's tables.
+SWEEPS = {name: common.SweepSpec(...)}. Every run uses the pinned CPU kernels (kernels.env, set
+below before torch starts) and one torch thread; the file records that kernel set.
+
+Before the full runs, a smoke run of every point (the spec's `smoke` overrides: a few steps)
+runs under a profile hook (provenance.py): the file records a hash of every definition of
+course_lib/ and benchmarks/ it executed, a hash of the data it read, and its canary (the smoke
+runs' losses and results). The sweep is stale when a recorded definition or the data changed
+(`--check` names them), or when its spec changed (config, points, metrics, margins, smoke,
+version). After a refactor, `--rebless` re-runs the smoke: an identical canary records the new
+hashes with a note of what changed (seconds); a different canary means: re-run the sweep.
 """
 
 import argparse
@@ -32,11 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # course_lib importable from a plain clone
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import torch  # noqa: E402 (after the sys.path lines)
+import kernels  # noqa: E402 (after the sys.path lines)
 
-from course_lib.evidence import SCHEMA, Sweep, fingerprint, read_sweep  # noqa: E402
+kernels.pin()  # before torch starts
+
+import provenance  # noqa: E402
+import torch  # noqa: E402
+
+from course_lib.evidence import SCHEMA, Sweep, kernel_set, read_sweep  # noqa: E402
 
 SWEEP_DIR = ROOT / "course_lib" / "sweeps"
+TIMING_UNITS = {"s", "ms"}
+SPEC_FIELDS = ["config", "points", "metrics", "margins", "version"]  # recorded as they were
 
 
 def registered_sweeps():
@@ -50,45 +63,102 @@ def registered_sweeps():
     return found
 
 
-def recipe_of(spec):
-    """The fingerprinted functions: the spec's recipe plus its run function."""
-    run = f"{spec.run.__module__}:{spec.run.__qualname__}"
-    return sorted(set(spec.recipe) | {run})
+def _json(value):
+    return json.loads(json.dumps(value))  # exactly what a file holds
 
 
-def spec_fingerprint(spec):
-    """The fingerprint a fresh run of `spec` would record, computed from the code on disk now."""
-    config, points = json.loads(json.dumps(spec.config)), json.loads(json.dumps(spec.points))
-    return fingerprint(recipe_of(spec), spec.modules, {"config": config, "points": points})
+def exact_metrics(metrics):
+    """The metrics a reproduction compares: all but timings."""
+    return [m for m, info in metrics.items() if info.get("unit") not in TIMING_UNITS]
+
+
+# ---------------------------------------------------------------------------
+# The smoke run: what the sweep executes, and its canary
+# ---------------------------------------------------------------------------
+
+
+def smoke_inputs(spec, point):
+    """(point, config) of the smoke run of `point`: the spec's smoke overrides applied."""
+    point, config = _json(point), _json(spec.config)
+    for key, value in spec.smoke.items():
+        if key in point:
+            point[key] = value
+        elif key in config:
+            config[key] = value
+        else:
+            raise KeyError(f"smoke override {key!r} is neither a point key {sorted(point)} nor a config key")
+    return point, config
+
+
+def smoke(spec):
+    """Trace a smoke run of every point (first seed, one thread) -> the provenance record."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    definitions, data, canary = {}, {}, []
+    try:
+        for point in spec.points:
+            small_point, small_config = smoke_inputs(spec, point)
+            ran = provenance.trace_run(spec.run, small_point, spec.seeds[0], small_config)
+            definitions.update(ran.definitions)
+            data.update(ran.data)
+            results = {k: float(v) for k, v in ran.result.items() if k in exact_metrics(spec.metrics)}
+            canary.append(
+                {"point": _json(point), "seed": spec.seeds[0], "losses": ran.losses, "results": results}
+            )
+    finally:
+        torch.set_num_threads(threads)
+    return {"smoke": _json(spec.smoke), "definitions": definitions, "data": data, "canary": _json(canary)}
+
+
+def _smoke_registered(name):
+    return smoke(registered_sweeps()[name])
+
+
+def smoke_fresh(name, spec):
+    """smoke(spec) in a fresh process when `name` is registered: a cache filled by an earlier run
+    in this process (a corpus loaded once) would hide the code behind it from the trace."""
+    if registered_sweeps().get(name) is not spec:
+        return smoke(spec)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(_smoke_registered, name).result()
+
+
+# ---------------------------------------------------------------------------
+# Staleness
+# ---------------------------------------------------------------------------
 
 
 def problems(name, spec, sweep_dir=SWEEP_DIR):
-    """What is wrong with the committed file of sweep `name` (an empty list if it is fresh).
-
-    Fresh means: the file exists; its recorded fingerprint equals the one recomputed from the
-    fields it records (recipe, modules, config, points: no hand-edited data); and equals the
-    one of the registered spec as it is now (its code, config and grid have not changed since
-    the sweep ran). `spec` None means the file has no registered SweepSpec.
-    """
+    """What makes the committed sweep `name` stale (an empty list if it is fresh), each naming
+    the cause: a spec field that changed, a recorded definition whose code changed or that is
+    gone, data that changed. `spec` None means the file has no registered SweepSpec."""
     path = sweep_dir / f"{name}.json"
     rerun = f"re-run: python benchmarks/sweep.py {name}"
     if not path.exists():
         return [f"{name}: registered but no committed data ({rerun})"]
-    sweep = read_sweep(path)
-    found = []
+    raw = json.loads(path.read_text())
+    if raw.get("schema") != SCHEMA:
+        return [f"{name}: schema {raw.get('schema')!r}, not {SCHEMA} ({rerun}, or --verify it)"]
+    sweep = Sweep(raw)
     if spec is None:
-        found.append(f"{name}: committed but no SWEEPS entry in benchmarks/bench_*.py can re-run it")
-    if sweep.expected_fingerprint() != sweep.fingerprint:
+        return [f"{name}: committed but no SWEEPS entry in benchmarks/bench_*.py can re-run it"]
+    found = []
+    for key in SPEC_FIELDS:
+        if _json(getattr(spec, key)) != getattr(sweep, key):
+            found.append(f"{name}: its spec's {key} changed since the sweep ran ({rerun})")
+    if _json(spec.smoke) != sweep.provenance["smoke"]:
+        found.append(f"{name}: its spec's smoke overrides changed (re-trace: --rebless {name})")
+    code = provenance.changed(sweep.provenance["definitions"])
+    if code:
         found.append(
-            f"{name}: recorded fingerprint {sweep.fingerprint} != {sweep.expected_fingerprint()} "
-            f"recomputed from its own recipe, modules, config and points: the code changed "
-            f"since the sweep ran, or the file was edited ({rerun})"
+            f"{name}: code it ran changed: {', '.join(code)} "
+            f"(a refactor that changes no number: --rebless {name}; else {rerun})"
         )
-    elif spec is not None and spec_fingerprint(spec) != sweep.fingerprint:
-        found.append(
-            f"{name}: the registered spec (recipe, modules, config or points) changed since the "
-            f"sweep ran: {sweep.fingerprint} != {spec_fingerprint(spec)} ({rerun})"
-        )
+    data_now = provenance.data_digests(sweep.provenance["definitions"])
+    for key, digest in sweep.provenance["data"].items():
+        if data_now.get(key) != digest:
+            found.append(f"{name}: the data {key} changed ({rerun})")
     return found
 
 
@@ -98,6 +168,11 @@ def all_problems(sweep_dir=SWEEP_DIR):
     found = [p for name, spec in sweeps.items() for p in problems(name, spec, sweep_dir)]
     orphans = [path.stem for path in sorted(sweep_dir.glob("*.json")) if path.stem not in sweeps]
     return found + [p for name in orphans for p in problems(name, None, sweep_dir)]
+
+
+# ---------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------
 
 
 def git_commit():
@@ -130,23 +205,18 @@ def _run_one(name, spec, point, seed, config):
     return results, round(time.perf_counter() - t0, 3)
 
 
-def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
-    """Run every (point, seed) of `spec` (`jobs` worker processes side by side, one thread each),
-    then write out_dir/NAME.json; returns the Sweep."""
-    config = json.loads(json.dumps(spec.config))  # exactly what the file will hold
-    points = json.loads(json.dumps(spec.points))
-    recipe = recipe_of(spec)
-    fp = spec_fingerprint(spec)
-    threads = torch.get_num_threads()
-    grid = [(point, seed) for point in points for seed in seeds]
-    runs, start = [None] * len(grid), time.perf_counter()
+def run_grid(name, spec, grid, config, jobs=1, show=True):
+    """Run every (point, seed) of `grid` (`jobs` processes side by side) -> [(results, seconds)]."""
+    out = [None] * len(grid)
 
     def done(i, results, seconds):
-        point, seed = grid[i]
-        runs[i] = {"point": point, "seed": seed, "results": results, "seconds": seconds}
-        shown = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
-        print(f"  {point} seed {seed}: {shown}  ({seconds:.1f} s)", flush=True)
+        out[i] = (results, seconds)
+        if show:
+            point, seed = grid[i]
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
+            print(f"  {point} seed {seed}: {shown}  ({seconds:.1f} s)", flush=True)
 
+    threads = torch.get_num_threads()
     try:
         if jobs == 1:
             for i, (point, seed) in enumerate(grid):
@@ -161,82 +231,236 @@ def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
                     done(futures[future], *future.result())
     finally:
         torch.set_num_threads(threads)
+    return out
+
+
+def machine(jobs):
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "torch_threads": 1,
+        "runs_side_by_side": jobs,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def the_kernels():
+    """kernel_set() of a sweep's runs (one torch thread each)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return kernel_set()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def write(data, out_dir=SWEEP_DIR):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{data['name']}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
+    """Trace the smoke runs, run every (point, seed) of `spec`, then write out_dir/NAME.json."""
+    start = time.perf_counter()
+    print(f"  smoke runs of {len(spec.points)} point(s), traced ...", flush=True)
+    record = smoke_fresh(name, spec)
+    config, points = _json(spec.config), _json(spec.points)
+    grid = [(point, seed) for point in points for seed in seeds]
+    results = run_grid(name, spec, grid, config, jobs)
+    runs = [{"point": p, "seed": s, "results": r, "seconds": t} for (p, s), (r, t) in zip(grid, results)]
     seed_args = "" if list(seeds) == list(spec.seeds) else " --seeds " + " ".join(map(str, seeds))
     data = {
         "schema": SCHEMA,
         "name": name,
         "title": spec.title,
         "description": spec.description,
-        "recipe": recipe,
-        "modules": sorted(spec.modules),
         "config": config,
         "points": points,
         "seeds": list(seeds),
-        "metrics": spec.metrics,
+        "metrics": _json(spec.metrics),
+        "margins": _json(spec.margins),
+        "version": spec.version,
         "runs": runs,
-        "fingerprint": fp,
+        "kernels": the_kernels(),
+        "provenance": record,
         "command": f"python benchmarks/sweep.py {name}{seed_args}",
         "wall_seconds": round(time.perf_counter() - start, 1),
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "torch_threads": 1,
-            "runs_side_by_side": jobs,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": machine(jobs),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
-    print(
-        f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
-        f"({len(runs)} runs, {data['wall_seconds'] / 60:.1f} min)"
-    )
+    path = write(data, out_dir)
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"wrote {shown} ({len(runs)} runs, {data['wall_seconds'] / 60:.1f} min)")
     return Sweep(data)
+
+
+def rebless(name, spec, sweep_dir=SWEEP_DIR):
+    """Re-trace a sweep that is stale by its code only; keep it if the canary is identical.
+
+    Returns (True, what changed) after rewriting the file's provenance with a note in
+    provenance["reblessed"], or (False, why not)."""
+    path = sweep_dir / f"{name}.json"
+    sweep = read_sweep(path)
+    other = [
+        p
+        for p in problems(name, spec, sweep_dir)
+        if ": code it ran changed" not in p and "smoke overrides changed" not in p
+    ]
+    if other:
+        return False, "stale for another reason: " + "; ".join(other)
+    if sweep.kernels != the_kernels():
+        return (
+            False,
+            f"these kernels {the_kernels()} are not the sweep's {sweep.kernels}: "
+            "the canary cannot be compared",
+        )
+    record = smoke_fresh(name, spec)
+    old = sweep.provenance
+    if _json(spec.smoke) == old["smoke"] and record["canary"] != old["canary"]:
+        diff = next(
+            (
+                f"{a['point']}: losses {a['losses'][:3]}... vs {b['losses'][:3]}..., "
+                f"results {a['results']} vs {b['results']}"
+                for a, b in zip(old["canary"], record["canary"])
+                if a != b
+            ),
+            "a different number of canary points",
+        )
+        return False, f"the canary changed, so the numbers would: re-run the sweep ({diff})"
+    changed = provenance.changed(old["definitions"])
+    record["reblessed"] = old.get("reblessed", []) + [
+        {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": git_commit(),
+            "changed": changed,
+            "canary": "identical"
+            if _json(spec.smoke) == old["smoke"]
+            else "new smoke overrides, canary recorded anew",
+        }
+    ]
+    data = dict(sweep.data, provenance=record)
+    write(data, sweep_dir)
+    return True, ", ".join(changed) or "nothing in the code"
+
+
+def verify(name, spec, jobs=1, sweep_dir=SWEEP_DIR):
+    """Re-run the first seed of every point at its full budget and compare every result exactly.
+
+    Returns (equal, lines). A schema-1 file that reproduces is upgraded to schema 2 with its runs
+    kept: the kernels of this run, and the traced provenance."""
+    path = sweep_dir / f"{name}.json"
+    raw = json.loads(path.read_text())
+    seed = raw["seeds"][0]
+    grid = [(p, seed) for p in raw["points"]]
+    results = run_grid(name, spec, grid, raw["config"], jobs, show=False)
+    exact = exact_metrics(raw["metrics"])
+    lines, equal = [], True
+    for (point, _), (res, _) in zip(grid, results):
+        committed = next(r["results"] for r in raw["runs"] if r["point"] == point and r["seed"] == seed)
+        diffs = {m: (committed[m], res[m]) for m in exact if committed[m] != res[m]}
+        equal &= not diffs
+        lines.append(f"  {point} seed {seed}: " + ("reproduced" if not diffs else f"DIFFERENT {diffs}"))
+    if equal and raw.get("schema") != SCHEMA:
+        spec_now = {k: _json(getattr(spec, k)) for k in ("config", "points", "metrics")}
+        if any(spec_now[k] != raw[k] for k in spec_now):
+            return False, lines + ["  reproduced, but the registered spec differs from the file: re-run it"]
+        for key in ("recipe", "modules", "fingerprint"):
+            raw.pop(key, None)
+        raw.update(
+            schema=SCHEMA,
+            margins=_json(spec.margins),
+            version=spec.version,
+            kernels=the_kernels(),
+            provenance=smoke_fresh(name, spec),
+        )
+        raw["machine"] = dict(raw.get("machine", {}), cpu=_cpu_model())
+    if equal:
+        raw.setdefault("verified", []).append(
+            {
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "git_commit": git_commit(),
+                "seed": seed,
+                "points": len(grid),
+                "kernels": the_kernels(),
+            }
+        )
+        write(raw, sweep_dir)
+    return equal, lines
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", nargs="?", help="the sweep to run")
+    parser.add_argument("names", nargs="*", help="the sweep(s)")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the sweep's own, >= 3)")
     parser.add_argument("--list", action="store_true", help="list the registered sweeps and their status")
-    parser.add_argument(
-        "--jobs", type=int, default=1, help="runs side by side (worker processes, one thread each)"
-    )
+    parser.add_argument("--jobs", type=int, default=1, help="runs side by side (processes, one thread each)")
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if a committed sweep is stale or missing"
     )
+    parser.add_argument(
+        "--rebless", action="store_true", help="re-trace sweeps stale by code; keep equal canaries"
+    )
+    parser.add_argument("--verify", action="store_true", help="re-run one seed per point; compare exactly")
     args = parser.parse_args(argv)
     sweeps = registered_sweeps()
+    unknown = [n for n in args.names if n not in sweeps]
+    if unknown:
+        parser.error(f"unknown sweep(s) {unknown}; registered: {', '.join(sweeps) or 'none'}")
     if args.list or args.check:
         for name, spec in sweeps.items():
             state = "stale" if problems(name, spec) else "fresh"
             path = SWEEP_DIR / f"{name}.json"
-            took = f", {read_sweep(path).wall_seconds / 60:.1f} min" if path.exists() else ""
-            size = f"{len(spec.points)} points × {len(spec.seeds)} seeds{took}"
-            print(f"{name:32s} {state:6s} {size}  {spec.title}")
+            took = f", {read_sweep(path).wall_seconds / 60:.1f} min" if state == "fresh" else ""
+            print(
+                f"{name:32s} {state:6s} {len(spec.points)} points × {len(spec.seeds)} seeds{took}  "
+                f"{spec.title}"
+            )
         found = all_problems()
-        if not sweeps and not list(SWEEP_DIR.glob("*.json")):
-            print("no sweep is registered or committed yet")
         print("\n".join(found) if found else "every committed sweep is fresh")
         return 1 if args.check and found else 0
-    if args.name not in sweeps:
-        parser.error(f"unknown sweep {args.name!r}; registered: {', '.join(sweeps) or 'none'}")
-    seeds = args.seeds or sweeps[args.name].seeds
-    if len(set(seeds)) != len(seeds):
-        parser.error(f"--seeds has duplicates: {seeds}")
-    if len(seeds) < 3:
-        print(f"warning: {len(seeds)} seed(s); the evidence protocol needs >= 3 for a comparison")
-    print(
-        f"sweep {args.name}: {len(sweeps[args.name].points)} points × {len(seeds)} seeds, "
-        f"torch {torch.__version__}, 1 thread"
-    )
-    run_sweep(args.name, sweeps[args.name], seeds, jobs=args.jobs)
+    if args.rebless:
+        names = args.names or [n for n, s in sweeps.items() if problems(n, s)]
+        ok = True
+        for name in names:
+            kept, why = rebless(name, sweeps[name])
+            ok &= kept
+            print(f"{name}: {'re-blessed (' + why + ')' if kept else 'NOT re-blessed: ' + why}")
+        return 0 if ok else 1
+    if not args.names:
+        parser.error("name a sweep (or --list, --check, --rebless)")
+    if args.verify:
+        ok = True
+        for name in args.names:
+            equal, lines = verify(name, sweeps[name], jobs=args.jobs)
+            ok &= equal
+            print(f"{name}: {'reproduced' if equal else 'NOT reproduced'}\n" + "\n".join(lines), flush=True)
+        return 0 if ok else 1
+    for name in args.names:
+        seeds = args.seeds or sweeps[name].seeds
+        if len(set(seeds)) != len(seeds):
+            parser.error(f"--seeds has duplicates: {seeds}")
+        if len(seeds) < 3:
+            print(f"warning: {len(seeds)} seed(s); the evidence protocol needs >= 3 for a comparison")
+        print(
+            f"sweep {name}: {len(sweeps[name].points)} points × {len(seeds)} seeds, kernels {the_kernels()}"
+        )
+        run_sweep(name, sweeps[name], seeds, jobs=args.jobs)
     return 0
 
 

@@ -1,38 +1,40 @@
 """The evidence protocol's tools: seeds with their spread, comparisons with a margin, committed sweeps.
 
 Every comparative claim in the book (A beats B, X helps, Y fails) rests on >= 3 seeds at equal
-budgets, is shown with its spread, and is asserted with a margin outside that spread. A sweep
-too long for a notebook runs in `benchmarks/sweep.py`, is committed as `course_lib/sweeps/NAME.json`
-with a fingerprint of the code that produced it, and the notebook draws it beside a live run that
-must fall inside it. Numbers in prose are glued from the run. CONTRIBUTING.md, "The evidence
-protocol", states the rules; the functions below enforce them and print what they compared.
+budgets, is shown with its spread, and is asserted with a margin declared before the run. A sweep
+too long for a notebook runs in `benchmarks/`, is committed as `course_lib/sweeps/NAME.json`, and
+the notebook draws it beside its own live run. Numbers in prose are glued from the run.
 
     summarize(values)                        per-seed values -> Summary (mean, std, min, max, n)
-    assert_better(a, b, higher_is_better=)   the worst seed of A beats the best seed of B by a margin
-    assert_indistinguishable(a, b)           the two ranges overlap: no robust difference
-    assert_within(live, committed, slack)    a live run falls inside a committed sweep's range
-    fingerprint(recipe, modules, config)     a hash of the code and configuration behind a sweep
+    assert_better(a, b, higher_is_better=)   the worst seed (or pair) of A beats B by a margin
+    no_robust_difference(a, b)               the difference's interval holds 0; what size it rules out
+    check_live(live, sweep, metric, ...)     this page's run against the sweep's runs of its seeds
+    kernel_set(), same_kernels(recorded)     which CPU kernels torch computes with here
     load_sweep(name) -> Sweep                a committed sweep (package data, works when pip-installed)
     plot_sweep(sweep, metric, x, live=...)   the sweep's seeds, mean and min-max band, a live run on top
     plot_seeds({label: values})              per-seed dots, mean and min-max bars for a few models
     glue(name, value)                        a number for the prose ({glue:text}`name:.2f`), via myst-nb
+
+Why a live run can differ from its sweep: torch picks its CPU kernels by processor (AVX-512,
+AVX2, ARM, a GPU), and each adds floats in its own order. Training is chaotic, so after a few
+hundred steps two such runs can end apart. On the kernels the sweep was made with, the page's run
+reproduces the sweep's run of the same seed exactly; elsewhere it is one more sample, compared
+with the sweep's spread.
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import importlib.util
 import json
 import math
+import os
 import statistics
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-SCHEMA = "course_lib.sweep/1"
-REQUIRED = ["name", "title", "recipe", "modules", "config", "points", "seeds", "metrics", "runs",
-            "fingerprint", "command", "wall_seconds", "machine", "date"]
+SCHEMA = "course_lib.sweep/2"
+REQUIRED = ["name", "title", "config", "points", "seeds", "metrics", "margins", "runs", "kernels",
+            "provenance", "command", "wall_seconds", "machine", "date"]
 MIN_SEEDS = 3
 
 
@@ -114,138 +116,220 @@ def _enough_seeds(summary, arg, min_seeds):
 # 2. Comparisons that print what they compared
 # ---------------------------------------------------------------------------
 
-def _report(title, summaries, verdict):
+def _report(title, summaries, lines):
     width = max(len(s.label) for s in summaries)
-    lines = [title] + [f"  {s.label:<{width}}  {str(s).split(': ', 1)[1]}" for s in summaries] + [verdict]
-    return "\n".join(lines)
+    rows = [f"  {s.label:<{width}}  {str(s).split(': ', 1)[1]}" for s in summaries]
+    return "\n".join([title, *rows, *lines])
 
 
-def assert_better(a, b, *, higher_is_better, margin=0.0, metric="metric", label_a=None, label_b=None,
-                  min_seeds=MIN_SEEDS):
-    """Assert that A beats B with a margin outside the spread, and print the comparison.
+def _paired(a, b):
+    if a.n != b.n:
+        raise ValueError(f"paired comparison needs one value per seed on each side, got {a.n} and {b.n}")
+    return [x - y for x, y in zip(a.values, b.values)]
 
-    Rule: the WORST seed of A beats the BEST seed of B by at least `margin`:
-        higher is better:  min(A) - max(B) >= margin
-        lower is better:   min(B) - max(A) >= margin
-    Both sides need >= min_seeds values. Prints the per-seed values, means, spreads, the gap and
-    the margin; raises AssertionError with the same text when the claim does not hold.
-    Returns None (so that a call on a cell's last line echoes nothing; the gap is in the print).
+
+def assert_better(a, b, *, higher_is_better, margin, metric="metric", label_a=None, label_b=None,
+                  paired=False, min_seeds=MIN_SEEDS):
+    """Assert that A beats B by at least `margin`, and print the comparison.
+
+    Unpaired (the default): the WORST seed of A beats the BEST seed of B by >= margin,
+        higher is better:  min(A) - max(B) >= margin;  lower is better:  min(B) - max(A) >= margin.
+    paired=True, for runs that share their seed (same data, same initial weights): every pair
+    beats its partner by >= margin, min_i (A_i - B_i) >= margin (higher is better). Pass the
+    values in the same seed order.
+    `margin` is declared before the run (with the sweep's configuration). Both sides need
+    >= min_seeds values. Raises AssertionError with the printed text when the claim fails.
     """
     a, b = _as_summary(a, label_a, "a", "A"), _as_summary(b, label_b, "b", "B")
     _enough_seeds(a, "a", min_seeds)
     _enough_seeds(b, "b", min_seeds)
-    if margin < 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
+    if not margin >= 0:
+        raise ValueError(f"margin must be a number >= 0, got {margin}")
+    sign = 1 if higher_is_better else -1
     direction = "higher" if higher_is_better else "lower"
-    if higher_is_better:
-        worst_a, best_b, gap = a.min, b.max, a.min - b.max
+    if paired:
+        gaps = [sign * d for d in _paired(a, b)]
+        gap = min(gaps)
+        detail = f"  per-seed gaps {' '.join(f'{g:.4g}' for g in gaps)}: smallest {gap:.4g}"
     else:
-        worst_a, best_b, gap = a.max, b.min, b.min - a.max
+        worst_a, best_b = (a.min, b.max) if higher_is_better else (a.max, b.min)
+        gap = sign * (worst_a - best_b)
+        detail = f"  worst {a.label} {worst_a:.4g} vs best {b.label} {best_b:.4g}: gap {gap:.4g}"
     ok = gap >= margin
-    verdict = (f"  worst {a.label} {worst_a:.4g} vs best {b.label} {best_b:.4g}: gap {gap:.4g} "
-               f"{'>=' if ok else '<'} margin {margin:.4g}  {'✓' if ok else '✗ NOT better'}")
-    text = _report(f"{a.label} beats {b.label} on {metric} ({direction} is better)?", (a, b), verdict)
+    verdict = f"{detail} {'>=' if ok else '<'} margin {margin:.4g}  {'✓' if ok else '✗ NOT better'}"
+    text = _report(f"{a.label} beats {b.label} on {metric} ({direction} is better)?", (a, b), [verdict])
     print(text)
     if not ok:
         raise AssertionError(text)
 
 
-def assert_indistinguishable(a, b, *, metric="metric", label_a=None, label_b=None, min_seeds=MIN_SEEDS):
-    """Assert that A and B show no robust difference at this budget, and print the comparison.
+def _t_density(t, df):
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
 
-    Rule: the min-max ranges of the seeds overlap, max(A) >= min(B) and max(B) >= min(A).
-    Use it to write "no robust difference" honestly; it fails when one range lies wholly above
-    the other (then assert_better is the claim to make). Both need >= min_seeds values.
+
+def t_quantile(p, df):
+    """The p-quantile of Student's t distribution with df degrees of freedom (0.5 <= p < 1).
+
+    P(T <= t) = 1/2 + the integral of the density from 0 to t (Simpson's rule), solved for t by
+    bisection. t_quantile(0.975, 2) = 4.303 (the tables' value).
+    """
+    if not 0.5 <= p < 1 or not df > 0:
+        raise ValueError(f"need 0.5 <= p < 1 and df > 0, got p={p}, df={df}")
+
+    def cdf(t, n=400):
+        h = t / n
+        inner = sum((4 if i % 2 else 2) * _t_density(i * h, df) for i in range(1, n))
+        return 0.5 + h / 3 * (_t_density(0, df) + inner + _t_density(t, df))
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        low, high = high, high * 2
+    for _ in range(50):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf(mid) < p else (low, mid)
+    return (low + high) / 2
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A - B with its 95 % interval, and the smallest true difference these seeds detect."""
+
+    mean: float
+    low: float
+    high: float
+    detectable: float   # with 80 % power at the 5 % level (two-sided)
+    df: float
+
+
+def difference(a, b, *, paired=False):
+    """The difference of means A - B, its 95 % confidence interval (Student's t; Welch's when
+    unpaired, on the per-seed differences when paired), and the detectable difference
+    (t_0.975 + t_0.80) * SE: a true difference of that size would show in 4 of 5 such runs."""
+    a, b = _as_summary(a, "", "a", "A"), _as_summary(b, "", "b", "B")
+    _enough_seeds(a, "a", 2)
+    _enough_seeds(b, "b", 2)
+    if paired:
+        diffs = summarize(_paired(a, b))
+        mean, se, df = diffs.mean, diffs.std / math.sqrt(diffs.n), diffs.n - 1
+    else:
+        va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+        mean, se = a.mean - b.mean, math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1)) if va + vb > 0 else a.n + b.n - 2
+    half = t_quantile(0.975, df) * se
+    return Difference(mean, mean - half, mean + half, (t_quantile(0.975, df) + t_quantile(0.80, df)) * se, df)
+
+
+def no_robust_difference(a, b, *, metric="metric", label_a=None, label_b=None, paired=False,
+                         min_seeds=MIN_SEEDS):
+    """Say "no robust difference" honestly: print the difference A - B, its 95 % interval and the
+    smallest difference these seeds could have detected; returns the Difference.
+
+    Asserts only what the data show: the interval holds 0 (else the seeds DO show a difference
+    and AssertionError says so). It never claims equality: a difference below `detectable` may
+    exist unseen. Pass paired=True when the runs share their seeds (same data and initial weights).
     """
     a, b = _as_summary(a, label_a, "a", "A"), _as_summary(b, label_b, "b", "B")
     _enough_seeds(a, "a", min_seeds)
     _enough_seeds(b, "b", min_seeds)
-    ok = a.max >= b.min and b.max >= a.min
-    verdict = (f"  ranges [{a.min:.4g}, {a.max:.4g}] and [{b.min:.4g}, {b.max:.4g}] "
-               + ("overlap  ✓ no robust difference" if ok else "do NOT overlap  ✗ one is ahead"))
-    text = _report(f"{a.label} vs {b.label} on {metric}: indistinguishable?", (a, b), verdict)
+    d = difference(a, b, paired=paired)
+    ok = d.low <= 0 <= d.high
+    lines = [
+        f"  {a.label} - {b.label}: {d.mean:+.3g}, 95 % interval [{d.low:+.3g}, {d.high:+.3g}]"
+        f" ({'paired' if paired else 'unpaired'}, {d.df:.3g} df)",
+        f"  smallest difference these seeds detect (80 % power): {d.detectable:.3g}  "
+        + ("✓ no robust difference" if ok else "✗ the interval excludes 0: the seeds show a difference"),
+    ]
+    text = _report(f"{a.label} vs {b.label} on {metric}: a difference?", (a, b), lines)
     print(text)
     if not ok:
         raise AssertionError(text)
+    return d
 
 
-def assert_within(live, committed, slack, *, metric="metric", label="live run", min_seeds=MIN_SEEDS):
-    """Assert that a live run falls inside a committed sweep's range, and print the comparison.
+# ---------------------------------------------------------------------------
+# 3. Live runs, and the CPU kernels they ran on
+# ---------------------------------------------------------------------------
 
-    Rule: every live value v satisfies  min(committed) - slack <= v <= max(committed) + slack.
-    `live` is one number or several (one per live seed); `committed` holds >= min_seeds per-seed
-    values (e.g. sweep.values("bpc", kind="lstm")). `slack` (absolute, >= 0, in the metric's
-    unit) covers what differs legitimately between the two runs: thread count, machine, torch.
+KERNEL_KEYS = ("torch", "device", "aten", "mkl", "onednn", "threads")
+
+
+def kernel_set():
+    """The kernels torch computes with in this process: its version, the device the course's
+    models use (train.default_device), ATen's CPU capability, MKL's and oneDNN's instruction-set
+    settings (MKL_CBWR, ONEDNN_MAX_CPU_ISA; "auto" when unset) and the number of threads."""
+    import torch
+
+    return {
+        "torch": torch.__version__,
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "aten": torch.backends.cpu.get_cpu_capability(),
+        "mkl": os.environ.get("MKL_CBWR", "auto"),
+        "onednn": os.environ.get("ONEDNN_MAX_CPU_ISA", "auto"),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def same_kernels(recorded):
+    """True when this process computes with the kernels `recorded` (a kernel_set() dict)."""
+    here = kernel_set()
+    return all(here[k] == recorded.get(k) for k in KERNEL_KEYS)
+
+
+def _describe(kernels):
+    return (f"torch {kernels.get('torch')} on {kernels.get('device')}, ATen {kernels.get('aten')}, "
+            f"MKL {kernels.get('mkl')}, oneDNN {kernels.get('onednn')}, {kernels.get('threads')} thread(s)")
+
+
+def check_live(live, sweep, metric, *, where=None, label="this page's run"):
+    """Compare this page's own run with the committed sweep's runs of the same seeds.
+
+    live: one value (the sweep's first seed), a list (its first len(live) seeds) or {seed: value};
+    where: the sweep's point, e.g. {"heads": 1, "steps": 500}.
+    On the kernels the sweep was made with (same_kernels(sweep.kernels)), the run must reproduce
+    the sweep exactly: a difference means the code or data changed since the sweep ran, and
+    raises AssertionError. On other kernels (another CPU, a GPU, another torch) a chaotic run can
+    end elsewhere: it is compared with the sweep's spread and a notice says when it falls
+    outside; this never raises.
     """
-    committed = _as_summary(committed, "committed", "committed")
-    _enough_seeds(committed, "committed", min_seeds)
-    live = _as_summary(_as_list(live), label, "live")
-    if not slack >= 0:
-        raise ValueError(f"slack must be a number >= 0, got {slack}")
-    low, high = committed.min - slack, committed.max + slack
-    outside = [v for v in live.values if not low <= v <= high]
-    verdict = (f"  allowed [{low:.4g}, {high:.4g}] (committed range ± slack {slack:.4g}): "
-               + ("✓ inside" if not outside else f"✗ OUTSIDE: {', '.join(f'{v:.4g}' for v in outside)}"))
-    text = _report(f"{label} within the committed sweep on {metric}?", (committed, live), verdict)
-    print(text)
+    where = where or {}
+    seeds = list(sweep.seeds)
+    if isinstance(live, dict):
+        pairs = {int(s): float(v) for s, v in live.items()}
+    else:
+        values = [float(v) for v in _as_list(live)]
+        if len(values) > len(seeds):
+            raise ValueError(f"{len(values)} live values for the sweep's {len(seeds)} seeds {seeds}")
+        pairs = dict(zip(seeds, values))
+    committed = dict(zip(seeds, sweep.values(metric, **where)))
+    unknown = sorted(set(pairs) - set(committed))
+    if unknown:
+        raise ValueError(f"live seeds {unknown} are not among the sweep's seeds {seeds}")
+    at = ", ".join(f"{k}={v}" for k, v in where.items()) or sweep.name
+    spread = summarize(list(committed.values()), f"sweep {sweep.name} ({at})")
+    head = [f"{label} against the committed sweep on {metric}:", f"  {spread}"]
+    if same_kernels(sweep.kernels):
+        lines = [f"  seed {s}: {v:.6g} here, {committed[s]:.6g} in the sweep"
+                 + ("  ✓ reproduced" if v == committed[s] else "  ✗ DIFFERENT") for s, v in pairs.items()]
+        text = "\n".join(head + lines + [f"  (same kernels as the sweep: {_describe(sweep.kernels)})"])
+        print(text)
+        if any(v != committed[s] for s, v in pairs.items()):
+            raise AssertionError(
+                text + "\nOn the sweep's own kernels the page must reproduce it: the code or the data "
+                "changed since the sweep ran (python benchmarks/sweep.py --check names what).")
+        return None
+    outside = {s: v for s, v in pairs.items() if not spread.min <= v <= spread.max}
+    lines = [f"  seed {s}: {v:.4g} here, {committed[s]:.4g} in the sweep" for s, v in pairs.items()]
+    lines.append(f"  kernels here: {_describe(kernel_set())}; the sweep's: {_describe(sweep.kernels)}")
     if outside:
-        raise AssertionError(text)
-
-
-# ---------------------------------------------------------------------------
-# 3. Fingerprints: which code and configuration produced a sweep
-# ---------------------------------------------------------------------------
-
-def source_of(target):
-    """The normalised source of 'package.module' (the whole file) or 'package.module:Name.attr'
-    (one function, class or top-level assignment in it), read from the file on disk.
-
-    Rule: what cannot change behaviour does not count. Comments, formatting and docstrings are
-    dropped (the code is parsed and unparsed with `ast`), so fixing a docstring does not make a
-    committed sweep stale; any change to the code does. A package counts by its __init__.py.
-    """
-    module, _, qualname = target.partition(":")
-    spec = importlib.util.find_spec(module)
-    if spec is None or not (spec.origin or "").endswith(".py"):
-        raise ValueError(f"{target!r}: no Python source file found for module {module!r}")
-    node = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    for name in filter(None, qualname.split(".")):
-        node = _child(node, name, target)
-    for part in ast.walk(node):  # blank every docstring
-        body = getattr(part, "body", None)
-        if (isinstance(part, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            body[0] = ast.Expr(ast.Constant(""))
-    return ast.unparse(node)
-
-
-def _child(node, name, target):
-    for child in getattr(node, "body", []):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child.name == name:
-            return child
-        targets = child.targets if isinstance(child, ast.Assign) else [getattr(child, "target", None)]
-        if isinstance(child, (ast.Assign, ast.AnnAssign)) and any(
-                isinstance(t, ast.Name) and t.id == name for t in targets):
-            return child
-    raise ValueError(f"{target!r}: no function, class or assignment named {name!r} in its module")
-
-
-def fingerprint(recipe, modules=(), config=None):
-    """A stable hash of what produced a result: the recipe function(s), the modules they depend
-    on, and the JSON configuration.
-
-    recipe: 'module:qualname' or a list of them (any importable function, class or constant);
-    modules: module names counted whole (the course_lib modules the recipe uses);
-    config: any JSON value. Returns 'sha256:' + 16 hex digits. Rule: recomputing it from the
-    same three fields gives the same value on any machine, whatever the order of the lists,
-    until the code (not its comments or docstrings) or the configuration changes.
-    """
-    targets = [recipe] if isinstance(recipe, str) else list(recipe)
-    targets = sorted(set(targets) | set(modules))
-    payload = {"config": config, "sources": {t: source_of(t) for t in targets}}
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        lines.append(
+            f"  Notice: {label} falls outside the sweep's range [{spread.min:.4g}, {spread.max:.4g}]. "
+            "Other kernels add floats in another order, and a training run amplifies such differences; "
+            "the page's claims rest on the committed sweep.")
+    else:
+        lines.append(f"  inside the sweep's range [{spread.min:.4g}, {spread.max:.4g}]")
+    print("\n".join(head + lines))
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -253,13 +337,14 @@ def fingerprint(recipe, modules=(), config=None):
 # ---------------------------------------------------------------------------
 
 class Sweep:
-    """A committed sweep: configuration, seeds, per-seed results, fingerprint, how to re-run it.
+    """A committed sweep: configuration, seeds, per-seed results, and how they were made.
 
-    The JSON fields (schema "course_lib.sweep/1") are attributes: name, title, description,
-    recipe, modules, config, points, seeds, metrics, runs, fingerprint, command, wall_seconds,
-    machine, date. Each run is {"point": {...}, "seed": s, "results": {metric: value},
-    "seconds": t}. Select a configuration by its point's parameters:
-    sweep.values("bpc", kind="lstm") -> per-seed values, in seed order.
+    The JSON fields (schema "course_lib.sweep/2") are attributes: name, title, description,
+    config, points, seeds, metrics, margins (declared with the configuration, before the run),
+    runs, kernels (kernel_set() of the runs), provenance (what the run executed: see
+    benchmarks/provenance.py), command, wall_seconds, machine, date. Each run is
+    {"point": {...}, "seed": s, "results": {metric: value}, "seconds": t}. Select a
+    configuration by its point's parameters: sweep.values("bpc", kind="lstm") -> per-seed values.
     """
 
     def __init__(self, data):
@@ -275,10 +360,11 @@ class Sweep:
         return (f"Sweep({self.name!r}: {len(self.points)} points × {len(self.seeds)} seeds, "
                 f"metrics {sorted(self.metrics)}, {self.date})")
 
-    def expected_fingerprint(self):
-        """The fingerprint recomputed now from the code on disk (equal to .fingerprint if fresh).
-        Needs a checkout: the run function lives in benchmarks/ (put it on sys.path)."""
-        return fingerprint(self.recipe, self.modules, {"config": self.config, "points": self.points})
+    def margin(self, name):
+        """The margin `name` declared with the sweep's configuration before it ran."""
+        if name not in self.margins:
+            raise KeyError(f"sweep {self.name!r} declares no margin {name!r}; it declares {sorted(self.margins)}")
+        return self.margins[name]
 
     def select(self, **where):
         """The points whose parameters include all of `where`."""
