@@ -73,18 +73,18 @@ test-fast: setup
 # run) in _student/, from the committed notebooks: what instructors hand out, and what
 # nbval runs.
 student: setup
-	$(BIN)/python -m course_lib.release student _student --force
+	$(BIN)/python -m coursekit.release student _student --force
 
 # The student site in _build/student/_build/html: the student edition of the executed book
 # (nothing is executed again), its launch buttons opening the student edition's branch.
 student-book: executed
-	$(BIN)/python -m course_lib.release student $(STUDENT_SRC) --src $(EXECUTED) --force
+	$(BIN)/python -m coursekit.release student $(STUDENT_SRC) --src $(EXECUTED) --force
 	COURSE_EDITION=student $(JB_BUILD) $(STUDENT_SRC)
 
 # The learner edition (plain Markdown: reads cleanly in JupyterLab, Colab, VS Code) in _learner/.
 learner: setup
 	rm -rf _learner
-	$(BIN)/python -m course_lib.release learner _learner
+	$(BIN)/python -m coursekit.release learner _learner
 
 # The trees the publishing workflow commits to the branches that the Colab and Binder
 # buttons open (_config.yml, course_launch_branches): the learner and student editions

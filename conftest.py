@@ -1,7 +1,7 @@
 """pytest hooks for the whole repository (the fixtures of tests/ are in tests/conftest.py).
 
 nbval runs the student edition of every notebook (`make test` writes it to _student/ first;
-pyproject.toml's testpaths). There, the cells tagged `raises-exception` by course_lib.release
+pyproject.toml's testpaths). There, the cells tagged `raises-exception` by coursekit.release
 are the ones that must fail until the learner writes the code. nbval accepts any error from
 such a cell, and no error at all. This hook is stricter, as the old student-notebook test was:
 
@@ -26,7 +26,7 @@ def _expected_error(item) -> str | None:
     cell = getattr(item, "cell", None)
     if cell is None or RAISES_TAG not in cell.get("metadata", {}).get("tags", []):
         return None
-    from course_lib.release.markers import _CHECK_CALL, STUB
+    from coursekit.release.markers import _CHECK_CALL, STUB
 
     if _CHECK_CALL.search(cell.source):
         return "ExerciseNotAttempted"

@@ -20,8 +20,8 @@ One module per topic; each chapter of the book studies one of them.
     viz         attention heatmaps and other figures
     evidence    the evidence protocol: per-seed summaries, comparisons asserted with a margin,
                 committed sweeps (course_lib/sweeps/*.json) with fingerprints, live-run overlays, glue
-    exercises   auto-checks for the exercises
-    release     editions of the book (python -m course_lib.release student OUTDIR)
+    exercises   auto-checks for the exercises (the expected outputs they compare with are data;
+                the reference solutions stay with the grader, in coursekit/ of the repository)
 
 Argument checks shared by the modules live in `_checks`; `set_threads` is here.
 """

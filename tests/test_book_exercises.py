@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from course_lib.exercises import REGISTRY
-from course_lib.release.outline import read_exercises, solution_leaks, stray_markers
+from coursekit.release.outline import read_exercises, solution_leaks, stray_markers
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "book").glob("[0-9][0-9]_*.ipynb"))

@@ -99,7 +99,7 @@ def test_make_test_runs_every_step_the_workflow_relies_on():
     for command in [
         "tools/execute_book.py",
         "jupyter-book build --all -W --keep-going",
-        "course_lib.release student _student",
+        "coursekit.release student _student",
         "COURSE_EDITION=student",
         "tools/editions.py --out _build/editions",
         "tools/book_pdf.py",

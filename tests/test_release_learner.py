@@ -1,4 +1,4 @@
-"""The learner edition (python -m course_lib.release learner): the book's notebooks in plain
+"""The learner edition (python -m coursekit.release learner): the book's notebooks in plain
 Markdown, with no MyST syntax left, glued numbers substituted, answers folded."""
 
 import re
@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.release import ReleaseError
-from course_lib.release.learner import Page, convert_markdown, glued_values, release_learner
+from coursekit.release import ReleaseError
+from coursekit.release.learner import Page, convert_markdown, glued_values, release_learner
 
 ROOT = Path(__file__).resolve().parent.parent
 MYST = re.compile(
@@ -134,7 +134,7 @@ def test_code_cells_are_kept_and_solutions_folded_or_stubbed(edition):
 @pytest.mark.slow  # runs the command line in subprocesses (seconds each)
 def test_the_command_line_refuses_to_write_into_the_sources():
     run = subprocess.run(
-        [sys.executable, "-m", "course_lib.release", "learner", str(ROOT / "book" / "x")],
+        [sys.executable, "-m", "coursekit.release", "learner", str(ROOT / "book" / "x")],
         cwd=ROOT,
         capture_output=True,
         text=True,

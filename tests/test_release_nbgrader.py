@@ -22,9 +22,9 @@ import pytest
 from toy_chapter import toy_chapter
 
 from course_lib.exercises import REGISTRY, Check
-from course_lib.release.__main__ import main
-from course_lib.release.markers import BEGIN, END, RAISES_TAG, ReleaseError
-from course_lib.release.nbgrader import (
+from coursekit.release.__main__ import main
+from coursekit.release.markers import BEGIN, END, RAISES_TAG, ReleaseError
+from coursekit.release.nbgrader import (
     apply_metadata,
     assignment_name,
     exercises_only,
@@ -32,8 +32,8 @@ from course_lib.release.nbgrader import (
     stale_metadata,
     write_course,
 )
-from course_lib.release.outline import read_exercises
-from course_lib.release.student import release_notebook
+from coursekit.release.outline import read_exercises
+from coursekit.release.student import release_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "book").glob("[0-9][0-9]_*.ipynb"))
@@ -136,7 +136,7 @@ def test_cli_writes_and_checks(tmp_path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name[:2] for p in NOTEBOOKS])
 def test_book_notebooks_carry_the_metadata_the_tool_writes(path):
-    """Run `python -m course_lib.release metadata book/NN_*.ipynb` after editing exercises."""
+    """Run `python -m coursekit.release metadata book/NN_*.ipynb` after editing exercises."""
     try:
         stale = stale_metadata(nbformat.read(path, as_version=4), path.name)
     except ReleaseError as exc:
@@ -155,8 +155,8 @@ def test_nbgrader_preprocessors_give_our_student_edition():
     pytest.importorskip("nbgrader")
     from nbgrader.preprocessors import ClearOutput, ClearSolutions, LockCells
 
-    from course_lib.release.markers import STUB
-    from course_lib.release.nbgrader_preprocessor import StudentEdition
+    from coursekit.release.markers import STUB
+    from coursekit.release.nbgrader_preprocessor import StudentEdition
 
     nb = toy_chapter()
     apply_metadata(nb, "toy")

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from course_lib.release import (
+from coursekit.release import (
     STUB,
     ReleaseError,
     release_notebook,
@@ -270,7 +270,7 @@ def test_directives_and_gated_cells_removed(student):
 def test_cli(book, tmp_path):
     out = tmp_path / "cli"
     run = subprocess.run(
-        [sys.executable, "-m", "course_lib.release", "student", str(out), "--src", str(book)],
+        [sys.executable, "-m", "coursekit.release", "student", str(out), "--src", str(book)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -279,7 +279,7 @@ def test_cli(book, tmp_path):
     assert "1 notebooks and 1 markdown pages processed: 4 solution regions stubbed" in run.stdout
     assert "SECRET_BACKTICK" not in all_text(out)
     again = subprocess.run(
-        [sys.executable, "-m", "course_lib.release", "student", str(out), "--src", str(book)],
+        [sys.executable, "-m", "coursekit.release", "student", str(out), "--src", str(book)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -317,7 +317,7 @@ def test_unbalanced_begin_fails_the_cli(book, tmp_path):
     nb = new_notebook(cells=[new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n")])
     nbformat.write(nb, book / "book" / "broken.ipynb")
     run = subprocess.run(
-        [sys.executable, "-m", "course_lib.release", "student", str(tmp_path / "o"), "--src", str(book)],
+        [sys.executable, "-m", "coursekit.release", "student", str(tmp_path / "o"), "--src", str(book)],
         capture_output=True,
         text=True,
     )

@@ -3,11 +3,11 @@
 `make student-book` writes the student edition of the executed book (_build/executed, see
 tools/execute_book.py) and builds it like the book (`jupyter-book build --all -W
 --keep-going`, nothing executed again: the stubbed cells and the check cells have their
-outputs cleared by course_lib.release). Then no line of a solution region and no line of a
+outputs cleared by coursekit.release). Then no line of a solution region and no line of a
 solution directive of the instructor sources may appear in any page, `_sources` file,
 downloadable notebook or search index of the built site.
 
-The secrets are found here by a parser of their own, not by course_lib.release. Text is
+The secrets are found here by a parser of their own, not by coursekit.release. Text is
 compared with everything but letters and digits removed, so a line is found whatever the
 markup around it (HTML tags and entities, syntax highlighting, JSON escapes, Markdown
 rendered as HTML, maths). A secret line that also appears in public material (the instructor
@@ -29,7 +29,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.release import STUB
+from coursekit.release import STUB
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDENT_SITE = ROOT / "_build" / "student" / "_build" / "html"

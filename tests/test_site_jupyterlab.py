@@ -1,6 +1,6 @@
 """An explorer in a real JupyterLab 4, with a kernel, driven by Playwright.
 
-The learner edition of chapter 5 (``course_lib.release.learner``, plain Markdown) is opened in
+The learner edition of chapter 5 (``coursekit.release.learner``, plain Markdown) is opened in
 ``jupyter lab`` (a temporary root, settings and workspace; a random port and token), with its
 code cells cut down to the d_k explorer's cell so that the run stays short. After "Run All":
 
@@ -86,7 +86,7 @@ def _free_port():
 def learner_chapter(dest: Path) -> int:
     """Write the learner edition of CHAPTER to dest, code cells cut down to the explorer's
     (every Markdown cell kept); return its number of Markdown cells."""
-    from course_lib.release.learner import learner_notebook
+    from coursekit.release.learner import learner_notebook
 
     nb = nbformat.read(ROOT / CHAPTER, as_version=4)
     learner_notebook(nb, CHAPTER)

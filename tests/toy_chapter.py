@@ -1,6 +1,6 @@
 """A toy chapter that follows every exercise convention of CONTRIBUTING.md: a function exercise
 and a predict-then-measure exercise, with labels, stepped hints, solutions, checks and
-explanations. The tests of ``course_lib.release`` (outline, nbgrader) build on it."""
+explanations. The tests of ``coursekit.release`` (outline, nbgrader) build on it."""
 
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 

@@ -5,9 +5,9 @@
 For each edition of ``course_launch_branches`` in ``_config.yml`` but the instructor's own
 (the repository), one folder ``OUT/<branch>``:
 
-* ``learner-edition``: ``python -m course_lib.release learner`` (the book in plain Markdown,
+* ``learner-edition``: ``python -m coursekit.release learner`` (the book in plain Markdown,
   answers folded in ``<details>``, glued numbers substituted), read by the site's buttons;
-* ``student-edition``: ``python -m course_lib.release learner --student`` (the same, with the
+* ``student-edition``: ``python -m coursekit.release learner --student`` (the same, with the
   solutions replaced by stubs), read by the student site's buttons;
 
 each beside what Binder and ``pip`` need to run it: ``course_lib/``, ``pyproject.toml``,
@@ -66,7 +66,7 @@ def committed_files(name: str) -> list[Path]:
 def write_edition(edition: str, branch: str, dest: Path, config: dict) -> None:
     if dest.exists():
         shutil.rmtree(dest)
-    cmd = [sys.executable, "-m", "course_lib.release", "learner", str(dest), *RELEASE_ARGS[edition]]
+    cmd = [sys.executable, "-m", "coursekit.release", "learner", str(dest), *RELEASE_ARGS[edition]]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if run.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{run.stdout}\n{run.stderr}")

@@ -1,10 +1,10 @@
 """Editions of the book, written from the instructor edition (the repository itself).
 
-    python -m course_lib.release student OUTDIR [--src REPO_ROOT] [--force]
-    python -m course_lib.release learner OUTDIR [--student] [--src REPO_ROOT] [--force]
-    python -m course_lib.release nbgrader OUTDIR --chapters 05 06 [--exercises-only]
-    python -m course_lib.release metadata NOTEBOOK... [--check]     # nbgrader cell metadata
-    python -m course_lib.release exercises NOTEBOOK...              # labels, hints, leaks
+    python -m coursekit.release student OUTDIR [--src REPO_ROOT] [--force]
+    python -m coursekit.release learner OUTDIR [--student] [--src REPO_ROOT] [--force]
+    python -m coursekit.release nbgrader OUTDIR --chapters 05 06 [--exercises-only]
+    python -m coursekit.release metadata NOTEBOOK... [--check]     # nbgrader cell metadata
+    python -m coursekit.release exercises NOTEBOOK...              # labels, hints, leaks
 
 Modules: `markers` (solution regions and directives), `files` (what an edition copies, the
 toc), `student` (the student edition), `learner` (the learner edition: plain Markdown),
@@ -44,19 +44,34 @@ See CONTRIBUTING.md for the author conventions.
 
 from .files import book_files, find_root, is_instructor_only, release_toc
 from .markers import (
-                      BEGIN,
-                      END,
-                      HIDE_INPUT_TAG,
-                      RAISES_TAG,
-                      SOLUTION_TAG,
-                      STUB,
-                      ReleaseError,
-                      strip_solution_directives,
-                      stub_solutions,
+    BEGIN,
+    END,
+    HIDE_INPUT_TAG,
+    RAISES_TAG,
+    SOLUTION_TAG,
+    STUB,
+    ReleaseError,
+    strip_solution_directives,
+    stub_solutions,
 )
 from .student import Stats, release_notebook, release_page, release_student
 
-__all__ = ["BEGIN", "END", "HIDE_INPUT_TAG", "RAISES_TAG", "SOLUTION_TAG", "STUB", "ReleaseError",
-           "Stats", "book_files", "find_root", "is_instructor_only", "release_notebook",
-           "release_page", "release_student", "release_toc", "strip_solution_directives",
-           "stub_solutions"]
+__all__ = [
+    "BEGIN",
+    "END",
+    "HIDE_INPUT_TAG",
+    "RAISES_TAG",
+    "SOLUTION_TAG",
+    "STUB",
+    "ReleaseError",
+    "Stats",
+    "book_files",
+    "find_root",
+    "is_instructor_only",
+    "release_notebook",
+    "release_page",
+    "release_student",
+    "release_toc",
+    "strip_solution_directives",
+    "stub_solutions",
+]

@@ -1,4 +1,4 @@
-"""python -m course_lib.release COMMAND: the command line (see the package docstring)."""
+"""python -m coursekit.release COMMAND: the command line (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -11,48 +11,77 @@ from .markers import ReleaseError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.release",
-                                     description="Write editions of the book.")
+    parser = argparse.ArgumentParser(
+        prog="python -m coursekit.release", description="Write editions of the book."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     student = sub.add_parser("student", help="the student edition: solutions replaced by stubs")
     student.add_argument("outdir", type=Path, help="where to write it")
     _src_and_force(student)
-    learner = sub.add_parser("learner", help="the learner edition: book/ in plain Markdown for "
-                                             "JupyterLab, Colab and VS Code (no MyST syntax)")
+    learner = sub.add_parser(
+        "learner",
+        help="the learner edition: book/ in plain Markdown for "
+        "JupyterLab, Colab and VS Code (no MyST syntax)",
+    )
     learner.add_argument("outdir", type=Path, help="where to write it")
-    learner.add_argument("--student", action="store_true",
-                         help="also replace the solutions by stubs, as the student edition does")
+    learner.add_argument(
+        "--student",
+        action="store_true",
+        help="also replace the solutions by stubs, as the student edition does",
+    )
     _src_and_force(learner)
-    grader = sub.add_parser("nbgrader", help="an nbgrader course directory (source/<assignment>/ "
-                                             "and nbgrader_config.py) for some chapters")
+    grader = sub.add_parser(
+        "nbgrader",
+        help="an nbgrader course directory (source/<assignment>/ and nbgrader_config.py) for some chapters",
+    )
     grader.add_argument("outdir", type=Path, help="the course directory to write")
-    grader.add_argument("--chapters", nargs="+", required=True, metavar="NN",
-                        help="chapter numbers, e.g. 05 06")
-    grader.add_argument("--exercises-only", action="store_true",
-                        help="one assignment per chapter with only its Exercises section and the "
-                             "set-up cells it needs (fast to autograde)")
+    grader.add_argument(
+        "--chapters", nargs="+", required=True, metavar="NN", help="chapter numbers, e.g. 05 06"
+    )
+    grader.add_argument(
+        "--exercises-only",
+        action="store_true",
+        help="one assignment per chapter with only its Exercises section and the "
+        "set-up cells it needs (fast to autograde)",
+    )
     _src_and_force(grader)
-    meta = sub.add_parser("metadata", help="write the nbgrader cell metadata of notebooks from "
-                                           "the exercise conventions")
+    meta = sub.add_parser(
+        "metadata", help="write the nbgrader cell metadata of notebooks from the exercise conventions"
+    )
     meta.add_argument("notebooks", type=Path, nargs="+")
-    meta.add_argument("--check", action="store_true",
-                      help="only report notebooks whose metadata is not what would be written")
-    outline = sub.add_parser("exercises", help="list the exercises of notebooks: labels, hints, "
-                                               "checks, and how much of each solution the page shows")
+    meta.add_argument(
+        "--check",
+        action="store_true",
+        help="only report notebooks whose metadata is not what would be written",
+    )
+    outline = sub.add_parser(
+        "exercises",
+        help="list the exercises of notebooks: labels, hints, "
+        "checks, and how much of each solution the page shows",
+    )
     outline.add_argument("notebooks", type=Path, nargs="+")
     args = parser.parse_args(argv)
     try:
-        return {"student": _student, "learner": _learner, "nbgrader": _nbgrader, "metadata": _metadata,
-                "exercises": _exercises}[args.command](args)
+        return {
+            "student": _student,
+            "learner": _learner,
+            "nbgrader": _nbgrader,
+            "metadata": _metadata,
+            "exercises": _exercises,
+        }[args.command](args)
     except ReleaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
 def _src_and_force(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--src", type=Path, default=None,
-                   help="the book's root, the folder holding _config.yml (default: the repository "
-                        "this package lives in)")
+    p.add_argument(
+        "--src",
+        type=Path,
+        default=None,
+        help="the book's root, the folder holding _config.yml (default: the repository "
+        "this package lives in)",
+    )
     p.add_argument("--force", action="store_true", help="replace OUTDIR if not empty")
 
 
@@ -68,8 +97,7 @@ def _student(args) -> int:
 def _learner(args) -> int:
     from .learner import release_learner
 
-    pages = release_learner(args.src or find_root(), args.outdir, student=args.student,
-                            force=args.force)
+    pages = release_learner(args.src or find_root(), args.outdir, student=args.student, force=args.force)
     kind = "student variant of the learner edition" if args.student else "learner edition"
     print(f"The {kind} written to {args.outdir}: {pages} pages of book/ in plain Markdown.")
     return 0
@@ -78,8 +106,9 @@ def _learner(args) -> int:
 def _nbgrader(args) -> int:
     from .nbgrader import write_course
 
-    written = write_course(args.src or find_root(), args.outdir, args.chapters,
-                           args.exercises_only, force=args.force)
+    written = write_course(
+        args.src or find_root(), args.outdir, args.chapters, args.exercises_only, force=args.force
+    )
     print(f"nbgrader course directory written to {args.outdir}:")
     for path in written:
         print(f"  {path.relative_to(args.outdir)}")
@@ -110,8 +139,7 @@ def _exercises(args) -> int:
         for ex in read_exercises(nb):
             leak = leaks.get(ex.label)
             shown = f"{len(leak.found)}/{len(leak.lines)}" if leak else "?"
-            print(f"  {ex.label}: {ex.title!r}; checks {ex.check_names}; solution lines on the "
-                  f"page {shown}")
+            print(f"  {ex.label}: {ex.title!r}; checks {ex.check_names}; solution lines on the page {shown}")
             for problem in ex.problems():
                 print(f"    - {problem}")
     return 0

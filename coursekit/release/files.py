@@ -7,8 +7,16 @@ from pathlib import Path
 
 from .markers import INSTRUCTOR_ONLY, ReleaseError
 
-_SKIP_DIRS = {".git", ".venv", "node_modules", "_build", ".ipynb_checkpoints", "__pycache__",
-              ".jupyter_cache", ".pytest_cache"}
+_SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "node_modules",
+    "_build",
+    ".ipynb_checkpoints",
+    "__pycache__",
+    ".jupyter_cache",
+    ".pytest_cache",
+}
 
 
 def release_toc(text: str) -> str:
@@ -19,8 +27,10 @@ def release_toc(text: str) -> str:
     removed = _drop_instructor_entries(toc)
     if not removed:
         return text
-    header = ("# Student edition, written by `python -m course_lib.release student`: the "
-              "instructor-only pages\n# (" + ", ".join(removed) + ") are left out.\n")
+    header = (
+        "# Student edition, written by `python -m coursekit.release student`: the "
+        "instructor-only pages\n# (" + ", ".join(removed) + ") are left out.\n"
+    )
     return header + yaml.safe_dump(toc, sort_keys=False, allow_unicode=True)
 
 
@@ -53,7 +63,7 @@ def _drop_instructor_entries(node) -> list[str]:
 
 def find_root(start: Path | None = None) -> Path:
     """The folder holding ``_config.yml``: the package's parent, else the cwd or a parent."""
-    candidates = [Path(__file__).resolve().parent.parent]
+    candidates = [Path(__file__).resolve().parents[2]]
     here = (start or Path.cwd()).resolve()
     candidates += [here, *here.parents]
     for c in candidates:
@@ -65,8 +75,12 @@ def find_root(start: Path | None = None) -> Path:
 def is_instructor_only(rel: Path) -> bool:
     """``book/instructor_*`` pages (``.md``, ``.ipynb``, or a toc entry without suffix): for
     instructors, left out of the student edition."""
-    return (len(rel.parts) > 1 and rel.parts[0] == "book" and rel.name.startswith(INSTRUCTOR_ONLY)
-            and rel.suffix in ("", ".md", ".ipynb"))
+    return (
+        len(rel.parts) > 1
+        and rel.parts[0] == "book"
+        and rel.name.startswith(INSTRUCTOR_ONLY)
+        and rel.suffix in ("", ".md", ".ipynb")
+    )
 
 
 def book_files(src: Path) -> list[Path]:
@@ -80,8 +94,11 @@ def book_files(src: Path) -> list[Path]:
         if path.is_file():
             files.add(rel)
         elif path.is_dir():
-            files |= {p.relative_to(src) for p in path.rglob("*") if p.is_file()
-                      and not _SKIP_DIRS & set(p.relative_to(src).parts)}
+            files |= {
+                p.relative_to(src)
+                for p in path.rglob("*")
+                if p.is_file() and not _SKIP_DIRS & set(p.relative_to(src).parts)
+            }
     return sorted(f for f in files if not is_instructor_only(f))
 
 

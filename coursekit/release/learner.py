@@ -1,6 +1,6 @@
 """The learner edition: the book's notebooks in plain Markdown, for JupyterLab, Colab and VS Code.
 
-    python -m course_lib.release learner OUTDIR [--student] [--src REPO_ROOT] [--force]
+    python -m coursekit.release learner OUTDIR [--student] [--src REPO_ROOT] [--force]
 
 The book is written in MyST (directives, roles, labels) for Jupyter Book; a notebook front end
 shows that syntax raw. The learner edition keeps every cell and output and rewrites the
@@ -38,15 +38,28 @@ OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
 ROLE = re.compile(r"\{(?P<role>[\w:-]+)\}`(?P<content>[^`]*)`")
 LABEL_LINE = re.compile(r"^\([\w.:-]+\)=\s*$")
 EXERCISE_TITLE = re.compile(r"^(?P<title>.*?) · (?P<stars>★{1,3}) · (?P<kind>\w+) · (?P<time>\d+ min)$")
-ADMONITIONS = {"admonition", "note", "tip", "hint", "important", "warning", "caution", "attention",
-               "danger", "error", "seealso", "dropdown"}
+ADMONITIONS = {
+    "admonition",
+    "note",
+    "tip",
+    "hint",
+    "important",
+    "warning",
+    "caution",
+    "attention",
+    "danger",
+    "error",
+    "seealso",
+    "dropdown",
+}
 
 
 @dataclass
 class Page:
     """What a page's conversion needs: its glued values, its exercise numbers."""
+
     name: str
-    glued: dict = field(default_factory=dict)      # glue name -> value
+    glued: dict = field(default_factory=dict)  # glue name -> value
     exercises: dict = field(default_factory=dict)  # exercise label -> number
 
 
@@ -62,12 +75,19 @@ def convert_markdown(text: str, page: Page) -> str:
         if opening or code:
             fence = (opening or code)["fence"]
             end = _closing(lines, i + 1, fence)
-            if code:                                   # a plain code block: copied as it is
-                out += lines[i:end + 1]
+            if code:  # a plain code block: copied as it is
+                out += lines[i : end + 1]
             else:
-                body, options = _options(lines[i + 1:end])
-                out.append(_directive(opening["name"], opening["arg"], options,
-                                      convert_markdown("\n".join(body), page), page))
+                body, options = _options(lines[i + 1 : end])
+                out.append(
+                    _directive(
+                        opening["name"],
+                        opening["arg"],
+                        options,
+                        convert_markdown("\n".join(body), page),
+                        page,
+                    )
+                )
             i = end + 1
         elif LABEL_LINE.match(line) or line.startswith("% ") or line.strip() in ("%", "+++"):
             i += 1
@@ -129,8 +149,10 @@ def _role(role: str, content: str, page: Page) -> str:
     if role.startswith("glue"):
         key, _, spec = content.partition(":")
         if key not in page.glued:
-            raise ReleaseError(f"{page.name}: {{{role}}}`{content}` names no value glued by the "
-                               f"notebook's stored outputs (execute and commit it)")
+            raise ReleaseError(
+                f"{page.name}: {{{role}}}`{content}` names no value glued by the "
+                f"notebook's stored outputs (execute and commit it)"
+            )
         return format(page.glued[key], spec)
     if role == "math":
         return f"${content}$"
@@ -177,8 +199,10 @@ def release_learner(src: Path, out: Path, student: bool = False, force: bool = F
     if not (src / "_config.yml").is_file():
         raise ReleaseError(f"{src} has no _config.yml: is it the book's root?")
     if out == src or out in src.parents or src / "book" in (out, *out.parents):
-        raise ReleaseError(f"refusing to write the learner edition to {out}: it would overwrite "
-                           f"or be copied into the sources in {src}.")
+        raise ReleaseError(
+            f"refusing to write the learner edition to {out}: it would overwrite "
+            f"or be copied into the sources in {src}."
+        )
     if out.exists() and any(out.iterdir()):
         if not force:
             raise ReleaseError(f"{out} exists and is not empty (use --force to replace it).")

@@ -37,8 +37,10 @@ def stub_solutions(source: str, where: str) -> tuple[str, int]:
         marker = m["marker"] if m else None
         if marker == BEGIN:
             if begin_line is not None:
-                raise ReleaseError(f"{where}: nested '{BEGIN}' on line {n} (the region opened "
-                                   f"on line {begin_line} has no '{END}' before it).")
+                raise ReleaseError(
+                    f"{where}: nested '{BEGIN}' on line {n} (the region opened "
+                    f"on line {begin_line} has no '{END}' before it)."
+                )
             begin_line = n
             out.append(m["indent"] + STUB)
         elif marker == END:

@@ -1,7 +1,7 @@
 """nbgrader: the cell metadata the book's notebooks carry, and a course directory for instructors.
 
-    python -m course_lib.release metadata book/*.ipynb [--check]
-    python -m course_lib.release nbgrader OUT --chapters 05 06 [--exercises-only] [--src ROOT]
+    python -m coursekit.release metadata book/*.ipynb [--check]
+    python -m coursekit.release nbgrader OUT --chapters 05 06 [--exercises-only] [--src ROOT]
 
 The metadata follows from the exercise conventions (``outline.py``), so it is written by
 ``apply_metadata``, never by hand, and ``tests/test_release_nbgrader.py`` checks that every
@@ -43,8 +43,14 @@ SETUP_TAGS = ("colab-setup", "exercise-setup")
 # The metadata of the book's notebooks
 # --------------------------------------------------------------------------------------
 def _meta(grade_id: str, solution=False, grade=False, locked=False, points=None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked,
-            "schema_version": SCHEMA_VERSION, "solution": solution, "task": False}
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": SCHEMA_VERSION,
+        "solution": solution,
+        "task": False,
+    }
     if points is not None:
         meta["points"] = points
     return meta
@@ -66,21 +72,26 @@ def expected_metadata(nb, name: str) -> dict[int, dict]:
         if not ex.label or not _GRADE_ID.match(ex.label):
             raise ReleaseError(f"{where} needs a :label: of letters, digits, '-' and '_'.")
         if ex.stars is None:
-            raise ReleaseError(f"{where}: its title must end with ' · ★★ · core · 15 min'; the "
-                               "stars are its points.")
+            raise ReleaseError(
+                f"{where}: its title must end with ' · ★★ · core · 15 min'; the stars are its points."
+            )
         metadata.setdefault(ex.statement, _meta(f"{ex.label}-statement", locked=True))
         for n, i in enumerate(ex.solutions, 1):
             metadata[i] = _meta(_numbered(ex.label, "solution", n), solution=True)
         for n, i in enumerate(ex.checks, 1):
-            metadata[i] = _meta(_numbered(ex.label, "check", n), grade=True, locked=True,
-                                points=ex.stars)
+            metadata[i] = _meta(_numbered(ex.label, "check", n), grade=True, locked=True, points=ex.stars)
         for n, i in enumerate(ex.given, 1):
             metadata[i] = _meta(_numbered(ex.label, "given", n), locked=True)
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and index not in metadata and (
-                BEGIN in cell.source or re.search(r"\bcheck_\w+\s*\(", cell.source)):
-            raise ReleaseError(f"{name}, cell {index}: a solution or a check outside any "
-                               "exercise: put it after its {exercise} statement.")
+        if (
+            cell.cell_type == "code"
+            and index not in metadata
+            and (BEGIN in cell.source or re.search(r"\bcheck_\w+\s*\(", cell.source))
+        ):
+            raise ReleaseError(
+                f"{name}, cell {index}: a solution or a check outside any "
+                "exercise: put it after its {exercise} statement."
+            )
     return metadata
 
 
@@ -98,8 +109,11 @@ def apply_metadata(nb, name: str) -> int:
 def stale_metadata(nb, name: str) -> list[str]:
     """The cells whose nbgrader metadata differs from what ``apply_metadata`` writes."""
     metadata = expected_metadata(nb, name)
-    return [f"{name}, cell {i}: has {cell.metadata.get('nbgrader')}, expected {metadata.get(i)}"
-            for i, cell in enumerate(nb.cells) if cell.metadata.get("nbgrader") != metadata.get(i)]
+    return [
+        f"{name}, cell {i}: has {cell.metadata.get('nbgrader')}, expected {metadata.get(i)}"
+        for i, cell in enumerate(nb.cells)
+        if cell.metadata.get("nbgrader") != metadata.get(i)
+    ]
 
 
 def write_metadata(paths: list[Path], check: bool = False) -> list[str]:
@@ -123,18 +137,19 @@ def exercises_only(nb, name: str):
     """A notebook with the chapter's ``## Exercises`` section and, before it, the earlier code
     cells that define the names it uses (found by reading the code, transitively), the cells
     tagged ``colab-setup`` or ``exercise-setup``, and a markdown cell saying so."""
-    start = next((i for i, c in enumerate(nb.cells)
-                  if c.cell_type == "markdown" and _EXERCISES.search(c.source)), None)
+    start = next(
+        (i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and _EXERCISES.search(c.source)), None
+    )
     if start is None:
         raise ReleaseError(f"{name}: no '## Exercises' section for an exercises-only assignment.")
     section = [copy.deepcopy(nb.cells[start])]
-    section[0].source = section[0].source[_EXERCISES.search(section[0].source).start():]
-    for cell in nb.cells[start + 1:]:
+    section[0].source = section[0].source[_EXERCISES.search(section[0].source).start() :]
+    for cell in nb.cells[start + 1 :]:
         heading = _SECTION.search(cell.source) if cell.cell_type == "markdown" else None
         if heading:
-            if cell.source[:heading.start()].strip():  # e.g. the last solution, then "## ..."
+            if cell.source[: heading.start()].strip():  # e.g. the last solution, then "## ..."
                 section.append(copy.deepcopy(cell))
-                section[-1].source = cell.source[:heading.start()].rstrip()
+                section[-1].source = cell.source[: heading.start()].rstrip()
             break
         section.append(copy.deepcopy(cell))
     setup = _setup_cells(nb.cells[:start], [c for c in section if c.cell_type == "code"])
@@ -142,7 +157,8 @@ def exercises_only(nb, name: str):
     title = next((c.source.split("\n")[0].lstrip("# ") for c in nb.cells if c.cell_type == "markdown"), name)
     intro = nbformat.v4.new_markdown_cell(
         f"# Exercises: {title}\n\nThe exercises of the chapter, after the {len(setup)} set-up "
-        "cells of the chapter they use. Read the chapter first.")
+        "cells of the chapter they use. Read the chapter first."
+    )
     out.cells = [intro] + [copy.deepcopy(nb.cells[i]) for i in setup] + section
     return out
 
@@ -179,8 +195,9 @@ def _names(source: str) -> tuple[set, set]:
         table = symtable.symtable(TransformerManager().transform_cell(source), "<cell>", "exec")
     except SyntaxError:
         return set(), set()
-    defined = {s.get_name() for s in table.get_symbols()
-               if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    defined = {
+        s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()
+    }
     used = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
     stack = list(table.get_children())
     while stack:
@@ -193,7 +210,7 @@ def _names(source: str) -> tuple[set, set]:
 # --------------------------------------------------------------------------------------
 # The course directory
 # --------------------------------------------------------------------------------------
-CONFIG = '''"""nbgrader configuration, written by `python -m course_lib.release nbgrader`.
+CONFIG = '''"""nbgrader configuration, written by `python -m coursekit.release nbgrader`.
 
 Run nbgrader from this folder with course_lib importable (pip install the course, or set
 PYTHONPATH to the repository): `nbgrader generate_assignment ch05`, then collect the
@@ -201,8 +218,8 @@ submissions into submitted/<student>/<assignment>/ and run `nbgrader autograde c
 """
 from nbgrader.converters.generate_assignment import GenerateAssignment
 
-from course_lib.release.markers import BEGIN, END, STUB
-from course_lib.release.nbgrader_preprocessor import StudentEdition
+from coursekit.release.markers import BEGIN, END, STUB
+from coursekit.release.nbgrader_preprocessor import StudentEdition
 
 c = get_config()  # noqa: F821 - defined by traitlets when it loads this file
 c.CourseDirectory.course_id = {course_id!r}
@@ -221,7 +238,7 @@ c.Execute.timeout = 600
 
 README = """# nbgrader course directory
 
-Written by `python -m course_lib.release nbgrader` from the book's notebooks ({mode}). nbgrader
+Written by `python -m coursekit.release nbgrader` from the book's notebooks ({mode}). nbgrader
 needs course_lib importable: run it from the course's environment (`pip install` the course
 repository, or set PYTHONPATH to it) and from this folder.
 
@@ -231,7 +248,7 @@ repository, or set PYTHONPATH to it) and from this folder.
     nbgrader autograde {first}               # runs every submission; scores in gradebook.db
     nbgrader generate_feedback {first}       # feedback/<student>/<assignment>/*.html
 
-The student version is the student edition of the book (`python -m course_lib.release
+The student version is the student edition of the book (`python -m coursekit.release
 student`): the same stubs and the same checks. Each exercise's check cell is an autograded
 test worth the exercise's stars; the solution cells are the student's answer cells; the
 statement, and any given code (e.g. a predict-then-measure experiment), are read-only.
@@ -253,8 +270,9 @@ Autograding runs the students' code: do it in a container or a throw-away accoun
 def chapter_notebook(src: Path, chapter: str) -> Path:
     found = sorted((Path(src) / "book").glob(f"{chapter}_*.ipynb"))
     if len(found) != 1:
-        raise ReleaseError(f"chapter {chapter!r}: expected one book/{chapter}_*.ipynb in {src}, "
-                           f"found {len(found)}.")
+        raise ReleaseError(
+            f"chapter {chapter!r}: expected one book/{chapter}_*.ipynb in {src}, found {len(found)}."
+        )
     return found[0]
 
 
@@ -262,8 +280,14 @@ def assignment_name(chapter: str, exercises_only_: bool) -> str:
     return f"ch{chapter}" + ("-exercises" if exercises_only_ else "")
 
 
-def write_course(src: Path, out: Path, chapters: list[str], exercises_only_: bool = False,
-                 force: bool = False, course_id: str = "rnns-to-transformers") -> list[Path]:
+def write_course(
+    src: Path,
+    out: Path,
+    chapters: list[str],
+    exercises_only_: bool = False,
+    force: bool = False,
+    course_id: str = "rnns-to-transformers",
+) -> list[Path]:
     """Write an nbgrader course directory: ``nbgrader_config.py`` and, per chapter,
     ``source/<assignment>/<notebook>.ipynb`` with its metadata applied. Returns the notebooks."""
     out = Path(out)
@@ -284,10 +308,17 @@ def write_course(src: Path, out: Path, chapters: list[str], exercises_only_: boo
         written.append(dest)
     (out / "nbgrader_config.py").write_text(CONFIG.format(course_id=course_id), encoding="utf-8")
     mode = "exercises only" if exercises_only_ else "whole chapters"
-    (out / "README.md").write_text(README.format(mode=mode, first=written[0].parent.name),
-                                   encoding="utf-8")
+    (out / "README.md").write_text(README.format(mode=mode, first=written[0].parent.name), encoding="utf-8")
     return written
 
 
-__all__ = ["apply_metadata", "assignment_name", "chapter_notebook", "exercises_only",
-           "expected_metadata", "stale_metadata", "write_course", "write_metadata"]
+__all__ = [
+    "apply_metadata",
+    "assignment_name",
+    "chapter_notebook",
+    "exercises_only",
+    "expected_metadata",
+    "stale_metadata",
+    "write_course",
+    "write_metadata",
+]

@@ -1,6 +1,6 @@
 """The nbgrader preprocessor that makes nbgrader's student version our student edition.
 
-nbgrader_config.py (written by ``python -m course_lib.release nbgrader``) runs it first in
+nbgrader_config.py (written by ``python -m coursekit.release nbgrader``) runs it first in
 ``nbgrader generate_assignment``. It imports nbgrader, so only nbgrader's configuration imports
 this module.
 """

@@ -31,8 +31,11 @@ from dataclasses import dataclass, field
 from .markers import _CHECK_CALL, _FENCE, _MARKER, BEGIN, END, _fence_end
 
 IMPORTANCE = ("core", "optional", "challenge")
-LABELS = re.compile(r"^(?P<name>.+?) · (?P<stars>★{1,3}) · (?P<importance>" + "|".join(IMPORTANCE)
-                    + r") · (?P<minutes>[1-9]\d{0,2}) min$")
+LABELS = re.compile(
+    r"^(?P<name>.+?) · (?P<stars>★{1,3}) · (?P<importance>"
+    + "|".join(IMPORTANCE)
+    + r") · (?P<minutes>[1-9]\d{0,2}) min$"
+)
 _EXERCISE = re.compile(r"^\{exercise\}[ \t]*(?P<title>.*?)[ \t]*$")
 _HINT = re.compile(r"^\{admonition\}[ \t]+Hint (?P<step>\d+)[ \t]*$")
 _OPTION = re.compile(r"^[ \t]*:(?P<key>[\w-]+):[ \t]*(?P<value>.*?)[ \t]*$")
@@ -70,16 +73,20 @@ class Exercise:
         if not self.label:
             out.append("no :label:")
         if self.stars is None:
-            out.append(f"the title {self.title!r} does not end with ' · ★★ · core · 15 min': "
-                       f"1-3 stars, one of {', '.join(IMPORTANCE)}, minutes")
+            out.append(
+                f"the title {self.title!r} does not end with ' · ★★ · core · 15 min': "
+                f"1-3 stars, one of {', '.join(IMPORTANCE)}, minutes"
+            )
         steps = [s for s, _ in self.hints]
         if len(steps) < 2 or steps != list(range(1, len(steps) + 1)):
             out.append(f"hints must be dropdowns 'Hint 1', 'Hint 2', ... (at least 2), got {steps}")
         if not all(dropdown for _, dropdown in self.hints):
             out.append("every hint needs ':class: dropdown'")
         if self.shares_cell_with_solution:
-            out.append("the statement's cell also holds a {solution} directive: give the "
-                       "explanation its own markdown cell (nbgrader locks the statement's cell)")
+            out.append(
+                "the statement's cell also holds a {solution} directive: give the "
+                "explanation its own markdown cell (nbgrader locks the statement's cell)"
+            )
         if not self.solutions:
             out.append("no solution cell (### BEGIN SOLUTION ... ### END SOLUTION)")
         if not self.checks:
@@ -123,16 +130,17 @@ def _statements(text: str, index: int) -> list[Exercise]:
             i += 1
             continue
         end = _fence_end(lines, i)
-        ex = Exercise(label=None, title=head["title"], statement=index,
-                      shares_cell_with_solution=with_solution)
-        for line in lines[i + 1:end]:
+        ex = Exercise(
+            label=None, title=head["title"], statement=index, shares_cell_with_solution=with_solution
+        )
+        for line in lines[i + 1 : end]:
             option = _OPTION.match(line)
             if not option:
                 break
             if option["key"] == "label":
                 ex.label = option["value"]
         _read_title(ex)
-        ex.hints = _hints(lines[i + 1:end])
+        ex.hints = _hints(lines[i + 1 : end])
         found.append(ex)
         i = end
     return found
@@ -152,9 +160,8 @@ def _hints(lines: list[str]) -> list[tuple[int, bool]]:
         hint = _HINT.match(fence["info"]) if fence else None
         if hint:
             end = _fence_end(lines, i)
-            options = [_OPTION.match(ln) for ln in lines[i + 1:end]]
-            dropdown = any(o and o["key"] == "class" and "dropdown" in o["value"].split()
-                           for o in options)
+            options = [_OPTION.match(ln) for ln in lines[i + 1 : end]]
+            dropdown = any(o and o["key"] == "class" and "dropdown" in o["value"].split() for o in options)
             hints.append((int(hint["step"]), dropdown))
             i = end
         else:
@@ -169,10 +176,11 @@ def stray_markers(nb) -> list[str]:
     problems = []
     for index, cell in enumerate(nb.cells):
         for n, line in enumerate(cell.source.split("\n"), 1):
-            if _MARKER_TEXT.search(line) and (cell.cell_type != "code"
-                                              or line.strip() not in (BEGIN, END)):
-                problems.append(f"cell {index}, line {n}: {line.strip()!r} (write the marker "
-                                "alone on its line, in a code cell, and nowhere else)")
+            if _MARKER_TEXT.search(line) and (cell.cell_type != "code" or line.strip() not in (BEGIN, END)):
+                problems.append(
+                    f"cell {index}, line {n}: {line.strip()!r} (write the marker "
+                    "alone on its line, in a code cell, and nowhere else)"
+                )
     return problems
 
 

@@ -12,8 +12,16 @@ from pathlib import Path
 import nbformat
 
 from .files import book_files, release_toc
-from .markers import (_CHECK_CALL, HIDE_INPUT_TAG, RAISES_TAG, SOLUTION_TAG, STUB, ReleaseError,
-                      strip_solution_directives, stub_solutions)
+from .markers import (
+    _CHECK_CALL,
+    HIDE_INPUT_TAG,
+    RAISES_TAG,
+    SOLUTION_TAG,
+    STUB,
+    ReleaseError,
+    strip_solution_directives,
+    stub_solutions,
+)
 
 
 @dataclass
@@ -31,11 +39,12 @@ class Stats:
         return self
 
     def summary(self) -> str:
-        return (f"{self.notebooks} notebooks and {self.pages} markdown pages processed: "
-                f"{self.regions} solution regions stubbed, {self.directives} solution directives "
-                f"removed, {self.cells_dropped} solution cells dropped, "
-                f"{self.checks_cleared} check cells cleared.")
-
+        return (
+            f"{self.notebooks} notebooks and {self.pages} markdown pages processed: "
+            f"{self.regions} solution regions stubbed, {self.directives} solution directives "
+            f"removed, {self.cells_dropped} solution cells dropped, "
+            f"{self.checks_cleared} check cells cleared."
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -65,8 +74,7 @@ def release_notebook(nb: nbformat.NotebookNode, name: str, stub: bool = True) ->
     return stats
 
 
-def _release_code_cell(cell: nbformat.NotebookNode, where: str, stats: Stats,
-                       stub: bool = True) -> None:
+def _release_code_cell(cell: nbformat.NotebookNode, where: str, stats: Stats, stub: bool = True) -> None:
     stubbed, regions = stub_solutions(cell.source, where)
     if stub:
         cell.source = stubbed
@@ -98,8 +106,10 @@ def release_student(src: Path, out: Path, force: bool = False) -> Stats:
     if not (src / "_config.yml").is_file():
         raise ReleaseError(f"{src} has no _config.yml: is it the book's root?")
     if out == src or out in src.parents or src / "book" in (out, *out.parents):
-        raise ReleaseError(f"refusing to write the student edition to {out}: it would overwrite "
-                           f"or be copied into the sources in {src}.")
+        raise ReleaseError(
+            f"refusing to write the student edition to {out}: it would overwrite "
+            f"or be copied into the sources in {src}."
+        )
     if out.exists() and any(out.iterdir()):
         if not force:
             raise ReleaseError(f"{out} exists and is not empty (use --force to replace it).")
