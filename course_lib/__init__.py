@@ -13,6 +13,7 @@ One module per topic; each chapter of the book studies one of them.
     transformer encoder/decoder layers and stacks (torch.nn.Transformer*-compatible), Transformer
     gpt         a decoder-only GPT with a key/value cache
     mlm         a BERT-style masked language model, its recipe, and two count baselines
+    bpe         byte-level byte-pair encoding, GPT-2's tokenizer: learning merges, encoding, decoding
     recipes     one training recipe per model family, shared by the chapters and benchmarks/
     data        generated tasks (dates, copy/reverse), Vocab, batching, the pydoc_data text corpus
     train       the training loop (tqdm, seeding, device) and held-out metrics
