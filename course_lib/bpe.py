@@ -61,7 +61,7 @@ import regex
 from ._checks import check_int
 
 __all__ = ["GPT2_PATTERN", "BYTE_SYMBOL", "BYTE_ORDER", "BPE", "pretokenize", "pair_counts", "merge",
-           "train_bpe"]
+           "token_text", "train_bpe"]
 
 GPT2_PATTERN = regex.compile(
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
@@ -121,6 +121,15 @@ def merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
             out.append(ids[i])
             i += 1
     return out
+
+
+def token_text(token: bytes) -> str:
+    """A token's text, or, where its bytes are not whole UTF-8 characters, the bytes in hex:
+    b' the' -> ' the', b'\\xf0\\x9f' (half of an emoji) -> '<f0><9f>'."""
+    try:
+        return token.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"<{b:02x}>" for b in token)
 
 
 def train_bpe(text: str, num_merges: int) -> BPE:
@@ -224,8 +233,8 @@ class BPE:
         return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
 
     def tokens(self, text: str) -> list[str]:
-        """The tokens of text as strings (a token that holds part of a character shows '�')."""
-        return [self.vocab[i].decode("utf-8", errors="replace") for i in self.encode(text)]
+        """The tokens of text as strings (`token_text`: part of a character shows its bytes)."""
+        return [token_text(self.vocab[i]) for i in self.encode(text)]
 
     def symbols(self, i: int) -> str:
         """Token i written with GPT-2's printable characters (' the' -> 'Ġthe'), the strings

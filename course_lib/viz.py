@@ -113,6 +113,23 @@ def _draw_text(ax, panel, d):
     ax.text(0, 0.5, "\n".join(lines), va="center", fontsize=7, family="monospace")
 
 
+def _draw_tokens(ax, panel, d):
+    """A text split into tokens: one box per token, colours alternating (as the explorer)."""
+    ax.axis("off")
+    fontsize = 9
+    axes_points = ax.get_position().width * ax.figure.get_figwidth() * 72
+    char = 0.6 * fontsize / axes_points          # the width of a monospace character, in axes units
+    x, y = 0.0, 0.85
+    for i, token in enumerate(d["tokens"]):
+        shown = token.replace(" ", "·").replace("\n", "⏎")
+        width = char * (len(shown) + 1.2)        # the box's padding included
+        if x + width > 1.0 and x > 0:            # wrap to the next line
+            x, y = 0.0, y - 0.22
+        ax.text(x, y, shown, family="monospace", fontsize=fontsize, va="center",
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": (BLUE, ORANGE)[i % 2], "alpha": 0.25})
+        x += width
+
+
 def _number(value, digits):
     """`digits` decimals, or `digits` significant figures where that would print 0 or be long."""
     value = float(value)
@@ -126,13 +143,14 @@ def _draw_stats(ax, panel, d):
 
 
 _DRAW = {"histogram": _draw_histogram, "bars": _draw_bars, "lines": _draw_lines,
-         "heatmap": _draw_heatmap, "heatmaps": _draw_heatmaps, "stats": _draw_stats, "text": _draw_text}
+         "heatmap": _draw_heatmap, "heatmaps": _draw_heatmaps, "stats": _draw_stats, "text": _draw_text,
+         "tokens": _draw_tokens}
 
 
 def explorer_figure(spec, rows):
     """Draw an explorer's panels for several selections: one row per (selection, frame)."""
     panels = spec["panels"]
-    widths = [{"heatmaps": 3.0, "text": 2.5, "lines": 1.3}.get(p["kind"], 1.0) for p in panels]
+    widths = [{"heatmaps": 3.0, "text": 2.5, "tokens": 2.5, "lines": 1.3}.get(p["kind"], 1.0) for p in panels]
     fig, axes = plt.subplots(len(rows), len(panels), squeeze=False, gridspec_kw={"width_ratios": widths},
                              figsize=(3.6 * sum(widths), 2.6 * len(rows)))
     for r, (selection, frame) in enumerate(rows):

@@ -3,7 +3,8 @@
 // Python (course_lib.widgets) computes everything and sends a `spec`:
 //   { name, title, caption,
 //     controls: [{name, label, kind: "slider"|"select"|"toggle", options, labels}],
-//     panels:   [{kind: "histogram"|"bars"|"heatmap"|"heatmaps"|"lines"|"stats", key, title, ...}],
+//     panels:   [{kind: "histogram"|"bars"|"heatmap"|"heatmaps"|"lines"|"stats"|"text"|"tokens",
+//                 key, title, ...}],
 //     frames:   { "<i0>|<i1>|...": { <panel key>: <panel data> } } }
 // A frame key is the list of the controls' option indices joined by "|".
 // Moving a control only switches frames, so the explorer works on the static
@@ -177,6 +178,22 @@ const PANELS = {
     }
   },
   text: textPanel,
+
+  // A text split into tokens (course_lib.widgets.tokens): one box per token, colours
+  // alternating, a space shown as '·' and a line end as '⏎'; the panel spans the row.
+  // d = {tokens: [string], ids: [int]}.
+  tokens(el, panel, d) {
+    el.style.maxWidth = "none";
+    el.style.flexBasis = "100%";
+    const box = h("div", { class: "cl-tokens" }, el);
+    d.tokens.forEach((t, i) => {
+      const token = h("span", { class: `cl-token cl-token-${i % 2}`, title: `id ${d.ids[i]}` }, box);
+      token.textContent = t.replace(/ /g, "·").replace(/\n/g, "⏎");
+    });
+    el.dataset.count = String(d.tokens.length);
+    el.dataset.values = JSON.stringify(d.tokens);
+    el.dataset.ids = JSON.stringify(d.ids);
+  },
 };
 
 function makeControl(parent, ctl, index, onChange) {
