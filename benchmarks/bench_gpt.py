@@ -18,10 +18,10 @@ from common import SweepSpec, record
 
 from course_lib import data, recipes, train
 from course_lib.charlm import CharLM
-from course_lib.gpt import GPT
+from course_lib.gpt import GPT, GPTConfig
 
 STEPS = 1350  # chapter 10's live run
-GPT_SHAPE = {"d_model": 128, "num_heads": 4, "num_layers": 4, "d_ff": 512, "max_len": 64}
+GPT_SHAPE = {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64}  # nanoGPT's baby GPT
 # Two LSTM layers of 246 units (char-rnn's shape), embeddings of 64: 825,448 parameters
 # against the GPT's 828,264.
 LSTM_SHAPE = {"embed_size": 64, "hidden_size": 246, "num_layers": 2}
@@ -35,7 +35,7 @@ METRICS = {
 def build(model, vocab_size, tie_weights=False):
     """The chapter's GPT, or the LSTM of about its size."""
     if model == "gpt":
-        return GPT(vocab_size, **GPT_SHAPE, tie_weights=tie_weights)
+        return GPT(GPTConfig(vocab_size, **GPT_SHAPE, tie_weights=tie_weights))
     return CharLM(vocab_size, "lstm", **LSTM_SHAPE)
 
 
@@ -123,7 +123,7 @@ def kv_cache_generate_speedup(args, tokens=500, repeats=3):
     with a context of 512, without and with the KV cache: median seconds of 3, interleaved; the
     value is uncached / cached. The weights are untrained: the time does not depend on them."""
     torch.manual_seed(0)
-    gpt = GPT(104, **dict(GPT_SHAPE, max_len=tokens + 12)).eval()
+    gpt = GPT(GPTConfig(104, **dict(GPT_SHAPE, block_size=tokens + 12))).eval()
     prompt = torch.zeros(1, 1, dtype=torch.long)
     times = {True: [], False: []}
     for i in range(repeats):

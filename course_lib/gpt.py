@@ -1,95 +1,238 @@
-"""A decoder-only Transformer language model in the style of GPT-2, with a key/value cache.
+"""A GPT language model in one file: nanoGPT's `model.py`, with a key/value cache.
 
-A GPT block is a decoder layer without cross-attention (there is no encoder): masked
-self-attention and the FFN, i.e. exactly a `transformer.EncoderLayer` called with a causal
-mask. GPT-2 uses pre-LN (norm_first=True), GELU, learned position embeddings and a final
-LayerNorm:
+    x = wte[idx] + wpe[0..T-1]                          token and position embeddings  (B, T, C)
+    x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))         each of the n_layer blocks (pre-LN)
+    logits = ln_f(x) @ lm_head^T                          (B, T, V); lm_head = wte when tied
 
-    h = E[x] + P[:T];   h = Block_l(h, causal) for l = 1..N;   logits = LayerNorm(h) W_out
+    attn(x) = concat_i softmax(q_i k_i^T / sqrt(d_k) + causal mask) v_i  @ W_proj   (n_head heads)
+    mlp(x)  = GELU(x W_fc) W_proj                         (width 4 C)
 
-Generation (`GPT.generate`) samples one token at a time through `course_lib.decoding`.
-Without a cache every step re-reads the whole prefix; with one (`multihead.KVCache`, one per
-block) each step computes the query, key and value of the new token only and attends to the
-cached keys and values of the earlier ones: the same numbers, fewer operations.
+`GPTConfig` holds the sizes; `GPT(config)` builds the model. The names of the modules, and so of
+the parameters, are nanoGPT's and GPT-2's (`transformer.wte`, `transformer.h.0.attn.c_attn`,
+`lm_head`, ...), which is what lets `GPT.from_gpt2` load a Hugging Face GPT-2 state dict.
+
+What it takes from nanoGPT (karpathy/nanoGPT, model.py, read at commit 3adf61e):
+- the modules `CausalSelfAttention` (one `c_attn` for q, k, v; `c_proj`), `MLP` (`c_fc`, GELU,
+  `c_proj`), `Block` (pre-LN: `x + attn(ln_1(x))`, `x + mlp(ln_2(x))`) and `GPT` (`wte`, `wpe`,
+  dropout, blocks, the final LayerNorm `ln_f`, `lm_head` without bias): model.py, those classes;
+- `bias` switches off every bias of the Linears and LayerNorms: `GPTConfig.bias`, whose default
+  nanoGPT's train.py sets to False, as here;
+- the output layer tied to the token embedding: `GPT.__init__`,
+  `self.transformer.wte.weight = self.lm_head.weight` (`tie_weights=False` unties it here);
+- GPT-2's initialisation: N(0, 0.02) for every Linear and Embedding weight, zero biases
+  (`GPT._init_weights`), and N(0, 0.02 / sqrt(2 n_layer)) for the residual projections, the
+  weights ending in `c_proj.weight` (`GPT.__init__`, "per GPT-2 paper");
+- exact GELU (`MLP`: `nn.GELU()`), LayerNorm eps 1e-5, dropout on the embeddings, the attention
+  weights, and after each residual branch.
+What differs: attention is written out (nanoGPT calls F.scaled_dot_product_attention, which
+returns no weights; its fallback path is the same arithmetic, and tests/test_unit_gpt.py checks it
+against that function), so `attention_weights()` can show them; `forward` returns the logits of
+every position and no loss (the course's recipes compute the loss); a key/value cache
+(`forward(idx, caches)`) makes generation cheap; `generate` samples through `course_lib.decoding`.
+GPT-2's own checkpoints use the tanh approximation of GELU: `gelu_approximate="tanh"`.
+
+Generation: without a cache every new token re-reads the whole prefix; with one (a
+`multihead.KVCache` per block) each step computes the query, key and value of the new token only
+and attends to the cached keys and values of the earlier ones: the same numbers, fewer operations.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
 from . import decoding
-from ._checks import check_bool, check_ids, check_int
-from .multihead import KVCache, merge_heads
-from .positional import LearnedPositionalEmbedding
-from .transformer import EncoderLayer
+from ._checks import check_ids
+from .multihead import KVCache
 
-__all__ = ["GPT", "kv_cache_step"]
+__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "kv_cache_step"]
+
+
+@dataclass
+class GPTConfig:
+    """The sizes of a GPT. The defaults are nanoGPT's "baby GPT" for a CPU (its README: 4 layers,
+    4 heads, width 128, context 64, no dropout, no biases, tied embeddings)."""
+
+    vocab_size: int
+    block_size: int = 64           # the longest context, in tokens (positions 0..block_size-1)
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128              # the width C of the residual stream; each head has C / n_head
+    dropout: float = 0.0
+    bias: bool = False             # biases in the Linears and LayerNorms (GPT-2: True)
+    tie_weights: bool = True       # lm_head shares the token embedding's matrix
+    gelu_approximate: str = "none"  # "none": exact GELU (nanoGPT); "tanh": GPT-2's checkpoints
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"GPTConfig.n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if isinstance(self.dropout, bool) or not 0 <= self.dropout < 1:
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        for name in ("bias", "tie_weights"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"GPTConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.gelu_approximate not in ("none", "tanh"):
+            raise ValueError(f"GPTConfig.gelu_approximate must be 'none' or 'tanh', "
+                             f"got {self.gelu_approximate!r}")
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention in which position t sees positions <= t only.
+
+    forward(x (B, T, C), cache=None) -> (B, T, C). With a KVCache holding the keys and values of
+    the P tokens before x, x's tokens sit at positions P..P+T-1 and attend to the cache too; the
+    cache is extended in place. `last_weights`: (B, n_head, T, P + T), from the last call.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)   # [W_q W_k W_v]
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)       # W_O
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head = config.n_head
+        causal = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
+        self.register_buffer("causal", causal, persistent=False)   # True where a key is visible
+        self.last_weights = None
+
+    def qkv(self, x):
+        """The queries, keys and values of x (B, T, C), split into heads: each (B, n_head, T, d_k)."""
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)                   # each (B, T, C)
+        return [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v)]
+
+    def forward(self, x, cache=None):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x)                                       # (B, h, T, d_k)
+        if cache is not None:
+            k, v = cache.extend(k, v)                               # (B, h, S, d_k), S = P + T
+        S = k.shape[2]
+        att = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])      # (B, h, T, S)
+        att = att.masked_fill(~self.causal[S - T:S, :S], float("-inf"))   # query i is at S-T+i
+        att = att.softmax(dim=-1)
+        self.last_weights = att.detach()
+        y = self.attn_dropout(att) @ v                              # (B, h, T, d_k)
+        y = y.transpose(1, 2).reshape(B, T, C)                      # the heads side by side
+        return self.resid_dropout(self.c_proj(y))                   # (B, T, C)
+
+
+class MLP(nn.Module):
+    """The position-wise feed-forward network: GELU(x W_fc + b_fc) W_proj + b_proj, width 4 C."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU(approximate=config.gelu_approximate)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))   # (B, T, C)
+
+
+class Block(nn.Module):
+    """One Transformer block, pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln_1(x), cache)
+        x = x + self.mlp(self.ln_2(x))
+        return x                                                    # (B, T, C)
 
 
 class GPT(nn.Module):
-    """A decoder-only Transformer language model.
+    """A decoder-only Transformer language model (GPT-2's architecture, nanoGPT's code).
 
-    forward(idx (B, T), caches=None) -> logits (B, T, vocab_size); logits[:, t] predicts
-    idx[:, t + 1]. With `caches` (one KVCache per block, holding the keys and values of the
-    tokens before idx), idx continues that sequence and the caches are extended in place.
-    tie_weights: the output layer reuses the token embedding matrix (GPT-2, Press & Wolf 2017).
+    forward(idx (B, T), caches=None) -> logits (B, T, vocab_size); logits[:, t] scores the token
+    after idx[:, t]. caches: None, or one KVCache per block holding the P tokens before idx
+    (generation): then idx continues that sequence, P + T <= block_size, and the caches grow.
     """
 
-    def __init__(self, vocab_size, d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=256,
-                 dropout=0.0, activation="gelu", norm_first=True, bias=True, tie_weights=False):
+    def __init__(self, config):
         super().__init__()
-        self.vocab_size = check_int("vocab_size", vocab_size)
-        self.max_len = check_int("max_len", max_len)
-        check_int("num_layers", num_layers)
-        self.token_embed = nn.Embedding(vocab_size, d_model)
-        self.position = LearnedPositionalEmbedding(d_model, max_len, dropout)
-        self.blocks = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first=norm_first,
-                         bias=bias) for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model, bias=bias)
-        self.head = nn.Linear(d_model, vocab_size, bias=bias)
-        nn.init.normal_(self.token_embed.weight, std=0.02)
-        if check_bool("tie_weights", tie_weights):
-            self.head.weight = self.token_embed.weight  # one (V, d_model) matrix, used twice
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__} "
+                            f"(e.g. GPT(GPTConfig(vocab_size=...)))")
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),    # token embedding
+            wpe=nn.Embedding(config.block_size, config.n_embd),    # position embedding
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList(Block(config) for _ in range(config.n_layer)),
+            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.transformer.wte.weight = self.lm_head.weight      # one (V, C) matrix, used twice
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():                    # GPT-2's scaled residual init
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
     def forward(self, idx, caches=None):
-        past = 0 if caches is None else len(caches[0])            # tokens already cached
-        check_ids("idx", idx, self.vocab_size, self.max_len - past)
+        past = 0 if caches is None else self._cached_length(caches)   # P: tokens already cached
+        check_ids("idx", idx, self.config.vocab_size, self.config.block_size - past)
         T = idx.shape[1]
-        h = self.position(self.token_embed(idx), start=past)       # (B, T, d)
-        mask = torch.ones(T, past + T, dtype=torch.bool, device=idx.device).tril(past)  # (T, past + T):
-        # query i sits at position past + i and may see keys j <= past + i (the cache and the past)
-        for block, cache in zip(self.blocks, caches or [None] * len(self.blocks)):
-            h = block(h, mask, cache)
-        return self.head(self.norm(h))                             # (B, T, V)
+        pos = torch.arange(past, past + T, device=idx.device)       # (T,)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))   # (B, T, C)
+        for block, cache in zip(self.transformer.h, caches or [None] * self.config.n_layer):
+            x = block(x, cache)
+        return self.lm_head(self.transformer.ln_f(x))              # (B, T, V)
+
+    def _cached_length(self, caches):
+        if len(caches) != self.config.n_layer or not all(isinstance(c, KVCache) for c in caches):
+            raise ValueError(f"caches must be a list of n_layer={self.config.n_layer} KVCache, "
+                             f"got {[type(c).__name__ for c in caches]}")
+        return len(caches[0])
+
+    def attention_weights(self):
+        """The attention weights of the last forward pass: one (B, n_head, T, S) tensor per block."""
+        return [block.attn.last_weights for block in self.transformer.h]
 
     # -- decoding: the step protocol of course_lib.decoding --------------------------------
 
     def start(self, prompt, use_cache=True):
         """Read all of prompt (N, P) but its last token, which is the first one fed to `step`.
         -> y0 (N,), state {"ids": the tokens read so far, "caches": KVCaches or None}"""
-        check_ids("prompt", prompt, self.vocab_size)
+        check_ids("prompt", prompt, self.config.vocab_size)
         caches = None
-        if use_cache and prompt.shape[1] <= self.max_len:
-            caches = [KVCache() for _ in self.blocks]
+        if use_cache and prompt.shape[1] <= self.config.block_size:
+            caches = [KVCache() for _ in self.transformer.h]
             if prompt.shape[1] > 1:
                 self(prompt[:, :-1], caches)                       # fill the caches
         return prompt[:, -1], {"ids": prompt[:, :-1], "caches": caches}
 
     def step(self, y, state):
         """One token y (N,) -> logits (N, V) of the next one. With caches, only y is computed;
-        once the sequence is longer than max_len (positions are absolute, so cached keys cannot
-        slide), every step re-reads the last max_len tokens, as without a cache."""
+        once the sequence is longer than block_size (positions are absolute, so cached keys
+        cannot slide), every step re-reads the last block_size tokens, as without a cache."""
         ids = torch.cat([state["ids"], y[:, None]], dim=1)         # (N, t)
         caches = state["caches"]
-        if caches is not None and ids.shape[1] <= self.max_len:
+        if caches is not None and ids.shape[1] <= self.config.block_size:
             logits = self(y[:, None], caches)                      # the new token only
         else:
             caches = None
-            logits = self(ids[:, -self.max_len:])                  # the whole window again
+            logits = self(ids[:, -self.config.block_size:])        # the whole window again
         return logits[:, -1], {"ids": ids, "caches": caches}
 
     @torch.no_grad()
@@ -104,23 +247,78 @@ class GPT(nn.Module):
         self.train(was_training)
         return torch.cat([idx, tokens], dim=1)
 
-    def attention_weights(self):
-        """One (B, h, T_q, T_k) tensor per block, from the last forward pass."""
-        return [block.last_weights for block in self.blocks]
+    # -- GPT-2 (Hugging Face transformers) ------------------------------------------------
+
+    # GPT-2's checkpoints store these four weights as `Conv1D`s, (in, out): y = x W + b.
+    # nn.Linear stores (out, in) and computes y = x W^T + b, so they are transposed on the way.
+    CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+    @classmethod
+    def from_gpt2(cls, state_dict, config):
+        """A GPT holding the weights of a Hugging Face `GPT2LMHeadModel`'s state dict.
+
+        config: a GPTConfig of the same sizes with bias=True (`gpt2_config` reads one from a
+        `transformers.GPT2Config`). The names are the same; GPT-2's attention-mask buffers, if
+        the state dict has any, are skipped.
+        """
+        model = cls(config)
+        ours = model.state_dict()
+        missing = sorted(set(ours) - set(state_dict))
+        if missing:
+            raise ValueError(f"state_dict lacks {missing[:4]}{' ...' if len(missing) > 4 else ''}: "
+                             f"is it a GPT2LMHeadModel's of {config}?")
+        weights = {name: state_dict[name].t() if name.endswith(cls.CONV1D) else state_dict[name]
+                   for name in ours}
+        for name, w in weights.items():
+            if w.shape != ours[name].shape:
+                raise ValueError(f"{name}: GPT-2's tensor gives shape {tuple(w.shape)}, "
+                                 f"this config expects {tuple(ours[name].shape)}")
+        if config.tie_weights and not torch.equal(weights["lm_head.weight"],
+                                                  weights["transformer.wte.weight"]):
+            raise ValueError("config.tie_weights is True but GPT-2's lm_head and wte differ: "
+                             "use tie_weights=False")
+        model.load_state_dict(weights)
+        return model
+
+    def to_gpt2(self):
+        """This model's weights as a Hugging Face `GPT2LMHeadModel` state dict (the inverse of
+        `from_gpt2`): load it with `GPT2LMHeadModel(config).load_state_dict(...)`."""
+        return {name: w.t().contiguous() if name.endswith(self.CONV1D) else w
+                for name, w in self.state_dict().items()}
+
+
+def gpt2_config(hf_config):
+    """The GPTConfig of a `transformers.GPT2Config` (read by attribute: no import needed).
+
+    GPT-2's model is this GPT with biases, an MLP of width 4 C, LayerNorm eps 1e-5 and its own
+    GELU ("gelu_new", the tanh approximation; "gelu" is the exact one)."""
+    gelu = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+    if hf_config.activation_function not in gelu:
+        raise ValueError(f"activation_function {hf_config.activation_function!r} is not one of {list(gelu)}")
+    if hf_config.n_inner not in (None, 4 * hf_config.n_embd) or hf_config.layer_norm_epsilon != 1e-5:
+        raise ValueError(f"need n_inner None or 4 n_embd and layer_norm_epsilon 1e-5, got "
+                         f"{hf_config.n_inner} and {hf_config.layer_norm_epsilon}")
+    drops = {hf_config.embd_pdrop, hf_config.attn_pdrop, hf_config.resid_pdrop}
+    if len(drops) != 1:
+        raise ValueError(f"GPTConfig has one dropout rate; embd_pdrop, attn_pdrop, resid_pdrop are {drops}")
+    return GPTConfig(vocab_size=hf_config.vocab_size, block_size=hf_config.n_positions,
+                     n_layer=hf_config.n_layer, n_head=hf_config.n_head, n_embd=hf_config.n_embd,
+                     dropout=drops.pop(), bias=True, tie_weights=hf_config.tie_word_embeddings,
+                     gelu_approximate=gelu[hf_config.activation_function])
 
 
 def kv_cache_step(attn, x_t, cache=None):
-    """One step of causal self-attention with a key/value cache, written out (`KVCache` and
-    `MultiHeadAttention.forward(..., cache=...)` do the same inside the GPT).
+    """One step of a GPT's causal self-attention with a key/value cache, written out
+    (`CausalSelfAttention.forward(x, cache)` does the same with a KVCache, inside the GPT).
 
-    attn: a MultiHeadAttention; x_t: (B, 1, d_model); cache: None or (k, v), each (B, h, t, d_k)
-        -> out (B, 1, d_model), (k, v) each (B, h, t + 1, d_k)
-    Fed x[:, 0], x[:, 1], ... in turn, the outputs equal attn(x, x, x, causal_mask(T)).
+    attn: a CausalSelfAttention; x_t: (B, 1, C), the newest token; cache: None or (k, v), each
+    (B, n_head, t, d_k) -> out (B, 1, C), (k, v) each (B, n_head, t + 1, d_k).
+    Fed x[:, 0], x[:, 1], ... in turn, the outputs equal attn(x) (in eval mode).
     """
-    q, k, v = attn.project(x_t, x_t, x_t)                       # each (B, h, 1, d_k)
+    q, k, v = attn.qkv(x_t)                                        # each (B, h, 1, d_k)
     if cache is not None:
-        k = torch.cat([cache[0], k], dim=2)                     # (B, h, t + 1, d_k)
+        k = torch.cat([cache[0], k], dim=2)                        # (B, h, t + 1, d_k)
         v = torch.cat([cache[1], v], dim=2)
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(attn.d_k), dim=-1)   # (B, h, 1, t + 1)
-    out = attn.out_proj(merge_heads(weights @ v))               # (B, 1, d_model)
-    return out, (k, v)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), dim=-1)   # (B, h, 1, t + 1)
+    y = (weights @ v).transpose(1, 2).reshape(x_t.shape)            # (B, 1, C)
+    return attn.c_proj(y), (k, v)

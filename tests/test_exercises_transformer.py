@@ -55,11 +55,11 @@ def good_temperature(logits, temperature):
 
 
 def good_cache(attn, x_t, cache):
-    q, k, v = attn.project(x_t, x_t, x_t)
+    q, k, v = attn.qkv(x_t)
     if cache is not None:
         k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
-    return attn.out_proj(merge_heads(w @ v)), (k, v)
+    return attn.c_proj(merge_heads(w @ v)), (k, v)
 
 
 # ---- typical mistakes ----------------------------------------------------------------
@@ -127,9 +127,9 @@ def temperature_no_softmax(logits, temperature):
 
 
 def cache_forgets(attn, x_t, cache):
-    q, k, v = attn.project(x_t, x_t, x_t)
+    q, k, v = attn.qkv(x_t)
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
-    return attn.out_proj(merge_heads(w @ v)), (k, v)
+    return attn.c_proj(merge_heads(w @ v)), (k, v)
 
 
 CHECKS = [

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_lib import decoding
-from course_lib.gpt import GPT
+from course_lib.gpt import GPT, GPTConfig
 from course_lib.multihead import KVCache
 
 
@@ -153,7 +153,7 @@ def test_select_rows_reorders_nested_states():
 
 def test_gpt_with_a_kv_cache_generates_what_it_generates_without():
     torch.manual_seed(0)
-    gpt = GPT(13, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=12).eval()
+    gpt = GPT(GPTConfig(vocab_size=13, block_size=12, n_layer=2, n_head=4, n_embd=16)).eval()
     prompt = torch.randint(0, 13, (3, 4))
     for steps in (5, 20):  # within max_len, and past it (the cache gives way to a sliding window)
         cached = gpt.generate(prompt, steps, generator=torch.Generator().manual_seed(1))
@@ -168,7 +168,7 @@ def test_gpt_with_a_kv_cache_generates_what_it_generates_without():
 def test_gpt_beam_search_reorders_its_caches():
     """Beam search over the cached step equals beam search over the uncached one."""
     torch.manual_seed(1)
-    gpt = GPT(7, d_model=8, num_heads=2, num_layers=1, d_ff=16, max_len=10).eval()
+    gpt = GPT(GPTConfig(vocab_size=7, block_size=10, n_layer=1, n_head=2, n_embd=8)).eval()
     prompt = torch.randint(0, 7, (2, 3))
     results = []
     for use_cache in (True, False):

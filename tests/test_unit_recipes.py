@@ -9,7 +9,7 @@ import torch
 from course_lib import data, recipes
 from course_lib import seq2seq as S
 from course_lib.charlm import CharLM
-from course_lib.gpt import GPT
+from course_lib.gpt import GPT, GPTConfig
 from course_lib.train import seed_everything
 from course_lib.transformer import Transformer, greedy_decode
 
@@ -59,9 +59,9 @@ def test_train_char_lm_learns_and_is_reproducible(corpus, one_thread):
 
 def test_train_lm_with_the_gpt_recipe(corpus, one_thread):
     seed_everything(0)
-    gpt = GPT(len(corpus.vocab), d_model=32, num_heads=4, num_layers=1, d_ff=64, max_len=32)
+    gpt = GPT(GPTConfig(vocab_size=len(corpus.vocab), block_size=32, n_layer=1, n_head=4, n_embd=32))
     options = dict(recipes.GPT_RECIPE, seq_len=32, warmup=10)
-    history = recipes.train_lm(gpt, corpus, steps=80, eval_seq_len=32, progress=False, **options)
+    history = recipes.train_lm(gpt, corpus, steps=120, eval_seq_len=32, progress=False, **options)
     nats = history.evals[-1][1]
     assert nats < 0.6 * math.log(len(corpus.vocab)), nats
     with pytest.raises(ValueError, match="optimizer must be one of"):

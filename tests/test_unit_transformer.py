@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from course_lib.attention import causal_mask, padding_mask
-from course_lib.gpt import GPT
+from course_lib.gpt import GPT, GPTConfig
 from course_lib.train import count_parameters
 from course_lib.transformer import (
     DecoderLayer,
@@ -162,7 +162,7 @@ def test_greedy_decode_pads_finished_rows_with_eos_and_restores_the_mode():
 
 def test_gpt_is_causal_and_generates():
     torch.manual_seed(0)
-    gpt = GPT(11, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=8).eval()
+    gpt = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=4, n_embd=16)).eval()
     idx = torch.randint(0, 11, (2, 6))
     logits = gpt(idx)
     assert logits.shape == (2, 6, 11)
@@ -186,7 +186,7 @@ def test_encoder_stack_has_torch_names():
         (lambda: EncoderLayer(16, 4, 0), "d_ff"),
         (lambda: Encoder(0, 16, 4, 32), "num_layers"),
         (lambda: Transformer(0, 5), "src_vocab_size"),
-        (lambda: GPT(10, num_layers=-1), "num_layers"),
+        (lambda: GPTConfig(vocab_size=10, n_layer=-1), "n_layer"),
     ],
 )
 def test_bad_sizes_raise(make, match):
@@ -218,7 +218,7 @@ def test_bad_inputs_raise_with_names_and_shapes():
     with pytest.raises(ValueError, match="mask"):
         enc(torch.randn(2, 5, 16), torch.ones(3, 5, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="max_len=8"):
-        GPT(11, d_model=16, num_heads=4, max_len=8)(torch.zeros(1, 9, dtype=torch.long))
+        GPT(GPTConfig(vocab_size=11, block_size=8, n_head=4, n_embd=16))(torch.zeros(1, 9, dtype=torch.long))
     assert causal_mask(3).shape == (3, 3)
 
 

@@ -79,27 +79,31 @@ def _run_cache(step, attn, x):
 
 def _cache_step(attn, x_t, cache, append=True, scale=True, keep_new_only=False):
     """One cached step of causal self-attention; the keywords are typical mistakes."""
-    q, k_new, v_new = attn.project(x_t, x_t, x_t)  # each (B, h, 1, d_k)
+    q, k_new, v_new = attn.qkv(x_t)  # each (B, h, 1, d_k)
     k, v = k_new, v_new
     if append and cache is not None:
         k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-    scores = q @ k.transpose(-2, -1) / (math.sqrt(attn.d_k) if scale else 1.0)
-    out = load("multihead.merge_heads")(torch.softmax(scores, -1) @ v)
-    return attn.out_proj(out), ((k_new, v_new) if keep_new_only else (k, v))
+    scores = q @ k.transpose(-2, -1) / (math.sqrt(k.shape[-1]) if scale else 1.0)
+    out = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(x_t.shape)  # (B, 1, C)
+    return attn.c_proj(out), ((k_new, v_new) if keep_new_only else (k, v))
 
 
 def _cache_cases(g):
-    MHA = load("multihead.MultiHeadAttention")
-    return [Case("4 heads, 6 tokens", MHA(16, 4).eval(), randn(g, 2, 6, 16)),
-            Case("1 head, 3 tokens", MHA(8, 1).eval(), randn(g, 1, 3, 8))]
+    attention, config = load("gpt.CausalSelfAttention"), load("gpt.GPTConfig")
+    with torch.random.fork_rng():                         # the weights' init, from g
+        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+        four = attention(config(vocab_size=2, block_size=8, n_head=4, n_embd=16, bias=True)).eval()
+        one = attention(config(vocab_size=2, block_size=8, n_head=1, n_embd=8)).eval()
+    return [Case("4 heads, 6 tokens", four, randn(g, 2, 6, 16)),
+            Case("1 head, 3 tokens", one, randn(g, 1, 3, 8))]
 
 
 check_kv_cache_step = Check(
-    "check_kv_cache_step", "fn(attn, x_t (B, 1, d_model), cache None or (k, v)) -> (out (B, 1, "
-    "d_model), (k, v) each (B, h, t, d_k)): fed one token at a time, causal multi-head "
+    "check_kv_cache_step", "fn(attn a gpt.CausalSelfAttention, x_t (B, 1, C), cache None or (k, v)) "
+    "-> (out (B, 1, C), (k, v) each (B, h, t, d_k)): fed one token at a time, the GPT's causal "
     "self-attention",
     params=("attn", "x"),
-    reference=lib("gpt.kv_cache_step", "transformer.kv_cache_step"), call=_run_cache,
+    reference=lib("gpt.kv_cache_step"), call=_run_cache,
     cases=_cache_cases, seed=4,
     outputs=("outputs of the steps, concatenated over time", "the cache (k, v) after the last step"),
     mistakes=[
