@@ -7,6 +7,13 @@
 # Jupyter Book's execution off), and once by nbval, which re-executes the student edition
 # of every notebook and compares its checked outputs with the committed ones.
 
+# The CPU kernels that the sweeps and the executed book are made with (kernels.env: why they
+# are pinned). Every target runs with them; nbval's second execution of the notebooks runs with
+# OTHER_KERNELS instead, as a learner's CPU would (other kernels must never make a page raise).
+include kernels.env
+export ATEN_CPU_CAPABILITY MKL_CBWR ONEDNN_MAX_CPU_ISA
+OTHER_KERNELS ?= ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41
+
 PYTHON ?= python3
 # Notebooks executed side by side (the chapters run torch on one thread), and jobs of make
 # itself when `make test` builds the sites, the editions and the PDF.
@@ -58,10 +65,11 @@ book: executed
 # built side by side once the notebooks are executed). pytest-xdist then hands each notebook
 # or test module to one worker. The 25 slowest tests are listed at the end (where the time
 # goes). COURSE_LIB_THREADS=1 holds chapter 10 (set_threads(2)) to one thread: the workers
-# share two cores.
+# share two cores. pytest runs on OTHER_KERNELS: nbval's execution of every notebook is the
+# book on a second kernel set (the tests that need the pinned kernels start their own process).
 test:
 	$(MAKE) --no-print-directory --output-sync=target -j$(JOBS) test-inputs
-	COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --durations=25
+	$(OTHER_KERNELS) COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --durations=25
 
 test-inputs: book student student-book editions pdf
 

@@ -129,8 +129,8 @@ def _package_of(path: str) -> str:
 
 
 @cache
-def _parse(path: str, _stamp: float) -> Module:
-    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+def _parse(path: str, _file: str, _stamp: float) -> Module:
+    tree = ast.parse(Path(_file).read_text(encoding="utf-8"))
     mod = Module(path)
 
     def visit(body, prefix, in_class):
@@ -174,7 +174,8 @@ def _parse(path: str, _stamp: float) -> Module:
 
 def module(path: str) -> Module:
     """The parsed module at `path` (relative to ROOT); re-parsed when the file changes."""
-    return _parse(path, (ROOT / path).stat().st_mtime)
+    file = ROOT / path
+    return _parse(path, str(file), file.stat().st_mtime_ns)
 
 
 def _named(mod: Module, node) -> set[str]:
@@ -349,3 +350,53 @@ def trace_run(fn, *args, **kwargs) -> Smoke:
             ran.add(f"{path}:{qualname}")
     ran |= constants_named(ran)
     return Smoke(result, digests(ran), data_digests(ran), losses)
+
+
+# ---------------------------------------------------------------------------
+# Static reach: what a run function's code names, followed through the tracked modules
+# ---------------------------------------------------------------------------
+
+ENTRY_METHODS = ("__init__", "__post_init__", "forward", "__call__")
+
+
+def _outside_raise(node):
+    """The parts of `node` outside `raise` statements (an error path's helpers never run)."""
+    if isinstance(node, ast.Raise):
+        return
+    yield node
+    for child in ast.iter_child_nodes(node):
+        yield from _outside_raise(child)
+
+
+def reachable(key: str) -> set[str]:
+    """The definitions ('path:name') that the code of definition `key` names, followed through
+    functions, the entry methods of classes (__init__, forward, ...) and `self.method` calls,
+    skipping `raise` statements. A static over-approximation of what a run can execute; the
+    test compares it with what the smoke runs executed."""
+    todo, seen = [key], set()
+    while todo:
+        key = todo.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        path, name = key.split(":", 1)
+        mod = module(path)
+        node = mod.nodes.get(name) or mod.constants.get(name)
+        if node is None:
+            continue
+        found = set()
+        if isinstance(node, ast.ClassDef):
+            found |= {f"{path}:{name}.{m}" for m in ENTRY_METHODS if f"{name}.{m}" in mod.nodes}
+            node = mod.header(name)
+        for part in _outside_raise(node):
+            if isinstance(part, ast.Name):
+                found |= _resolve(mod, part.id, None)
+            elif isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name):
+                if part.value.id == "self" and "." in name:
+                    owner = name.rsplit(".", 1)[0]
+                    if f"{owner}.{part.attr}" in mod.nodes:
+                        found.add(f"{path}:{owner}.{part.attr}")
+                else:
+                    found |= _resolve(mod, part.value.id, part.attr)
+        todo.extend(k for k in found if k.split(":", 1)[0] not in TOOLING)
+    return seen

@@ -20,8 +20,9 @@ BENCHMARKS = [(title, function)], where `function(args) -> list of records`
 Sweeps (SWEEPS = {name: SweepSpec} in the same modules) are not re-run here: they take long
 and are committed as data by benchmarks/sweep.py. For each committed sweep this file records
 its summary, one record per point: value = the mean over seeds, plus "std", "min", "max", "n"
-and "sweep" (the README table gets a spread column). A stale sweep (its recipe changed since it
-was run) is reported and makes the exit status 1.
+and "sweep" (the README table gets a spread column). A stale sweep (code it ran or its spec
+changed since) is reported and makes the exit status 1. Everything here runs on the pinned CPU
+kernels of kernels.env (set before torch starts), like the sweeps.
 """
 
 import argparse
@@ -36,6 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # course_lib importable from a plain clone
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import kernels  # noqa: E402
+
+kernels.pin()  # before torch starts: the pinned CPU kernels of kernels.env, as the sweeps
 
 import torch  # noqa: E402
 from common import markdown_table, record, sweep_records  # noqa: E402

@@ -6,6 +6,7 @@
     python benchmarks/sweep.py NAME --seeds 0 1 2 3 4   # other seeds
     python benchmarks/sweep.py NAME --jobs 2            # two runs side by side (one per core)
     python benchmarks/sweep.py --rebless [NAME ...]     # stale by code only: re-trace, compare the canary
+    python benchmarks/sweep.py --canary [NAME ...]      # re-run the smoke runs: same canary? (no writes)
     python benchmarks/sweep.py --verify NAME [--jobs 2] # re-run one seed per point, compare exactly
 
 A sweep is registered in a topic module, benchmarks/bench_<topic>.py, as
@@ -117,6 +118,8 @@ def _smoke_registered(name):
 def smoke_fresh(name, spec):
     """smoke(spec) in a fresh process when `name` is registered: a cache filled by an earlier run
     in this process (a corpus loaded once) would hide the code behind it from the trace."""
+    if spec.run.__module__ not in {p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")}:
+        return smoke(spec)  # not a registered sweep (a test's): in this process
     if registered_sweeps().get(name) is not spec:
         return smoke(spec)
     context = multiprocessing.get_context("spawn")
@@ -359,6 +362,27 @@ def rebless(name, spec, sweep_dir=SWEEP_DIR):
     return True, ", ".join(changed) or "nothing in the code"
 
 
+def canary_problems(name, spec, sweep_dir=SWEEP_DIR):
+    """Re-run the smoke runs of the committed sweep `name` and compare their canary with the
+    recorded one, exactly (on the sweep's kernels). An empty list when identical."""
+    sweep = read_sweep(sweep_dir / f"{name}.json")
+    if sweep.kernels != the_kernels():
+        return [f"{name}: these kernels {the_kernels()} are not the sweep's {sweep.kernels}"]
+    if _json(spec.smoke) != sweep.provenance["smoke"]:
+        return [f"{name}: the spec's smoke overrides changed since the canary was recorded"]
+    now = smoke_fresh(name, spec)["canary"]
+    return [
+        f"{name}: {old['point']}: losses {old['losses'][:2]}... now {new['losses'][:2]}..., "
+        f"results {old['results']} now {new['results']}"
+        for old, new in zip(sweep.provenance["canary"], now)
+        if old != new
+    ] + (
+        [f"{name}: {len(now)} canary points, {len(sweep.provenance['canary'])} recorded"]
+        if len(now) != len(sweep.provenance["canary"])
+        else []
+    )
+
+
 def verify(name, spec, jobs=1, sweep_dir=SWEEP_DIR):
     """Re-run the first seed of every point at its full budget and compare every result exactly.
 
@@ -417,6 +441,7 @@ def main(argv=None):
         "--rebless", action="store_true", help="re-trace sweeps stale by code; keep equal canaries"
     )
     parser.add_argument("--verify", action="store_true", help="re-run one seed per point; compare exactly")
+    parser.add_argument("--canary", action="store_true", help="re-run the smoke runs; compare the canary")
     args = parser.parse_args(argv)
     sweeps = registered_sweeps()
     unknown = [n for n in args.names if n not in sweeps]
@@ -442,8 +467,13 @@ def main(argv=None):
             ok &= kept
             print(f"{name}: {'re-blessed (' + why + ')' if kept else 'NOT re-blessed: ' + why}")
         return 0 if ok else 1
+    if args.canary:
+        names = args.names or [n for n in sweeps if (SWEEP_DIR / f"{n}.json").exists()]
+        found = [p for name in names for p in canary_problems(name, sweeps[name])]
+        print("\n".join(found) if found else f"identical canaries: {', '.join(names)}")
+        return 1 if found else 0
     if not args.names:
-        parser.error("name a sweep (or --list, --check, --rebless)")
+        parser.error("name a sweep (or --list, --check, --rebless, --canary)")
     if args.verify:
         ok = True
         for name in args.names:

@@ -1,8 +1,10 @@
-"""Committed sweeps: fresh (their fingerprint matches the code now), re-runnable, summarised
-into results.json with their spread, and shipped as package data."""
+"""Committed sweeps: made on the pinned kernels, stale exactly when the code or data they ran
+changed (named), re-blessed when a refactor changes no number, summarised into results.json
+with their spread, and shipped as package data."""
 
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,23 +16,33 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import sweep as runner  # noqa: E402 (benchmarks/sweep.py, after the sys.path line)
+import kernels  # noqa: E402 (benchmarks/, after the sys.path line)
+import provenance  # noqa: E402
+import sweep as runner  # noqa: E402
 from common import SweepSpec, markdown_table, record, sweep_records  # noqa: E402
 
-from course_lib.evidence import SCHEMA, committed_sweeps, load_sweep, read_sweep  # noqa: E402
+from course_lib.evidence import SCHEMA, committed_sweeps, kernel_set, load_sweep, read_sweep  # noqa: E402
+
+# --- the committed sweeps -----------------------------------------------------
 
 
 def test_every_committed_and_registered_sweep_is_fresh():
-    """For each course_lib/sweeps/NAME.json: the recorded fingerprint equals the one recomputed
-    now from the code on disk, and a SWEEPS entry in benchmarks/bench_*.py re-runs it; each
-    registered sweep has committed data."""
+    """No recorded definition, data or spec field of a committed sweep changed since it ran;
+    each registered sweep has committed data and each committed file a registered spec."""
     found = runner.all_problems()
     names = sorted(set(committed_sweeps()) | set(runner.registered_sweeps()))
-    print(f"checked {len(names)} sweep(s): {', '.join(names) or 'none committed yet'}")
+    print(f"checked {len(names)} sweep(s): {', '.join(names)}")
     assert not found, "\n".join(found)
 
 
 def test_committed_sweeps_follow_the_protocol():
+    pinned = kernels.pinned()
+    expected = {
+        "aten": pinned["ATEN_CPU_CAPABILITY"].upper(),
+        "mkl": pinned["MKL_CBWR"],
+        "onednn": pinned["ONEDNN_MAX_CPU_ISA"],
+        "threads": 1,
+    }
     for name in committed_sweeps():
         sweep = load_sweep(name)
         assert len(sweep.seeds) >= 3, f"{name}: {len(sweep.seeds)} seeds; the protocol needs >= 3"
@@ -38,18 +50,109 @@ def test_committed_sweeps_follow_the_protocol():
             seeds = sorted(r["seed"] for r in sweep.runs if r["point"] == point)
             assert seeds == sorted(sweep.seeds), f"{name}: {point} has seeds {seeds}, not {sweep.seeds}"
         assert sweep.command.startswith(f"python benchmarks/sweep.py {name}")
+        assert {k: sweep.kernels[k] for k in expected} == expected, f"{name}: kernels {sweep.kernels}"
+        canary = sweep.provenance["canary"]
+        assert len(canary) == len(sweep.points) and all(c["losses"] for c in canary), name
+        assert any(k.startswith("course_lib/") for k in sweep.provenance["definitions"]), name
 
 
-# --- a synthetic recipe, run by the real runner in a temporary folder ------------
+def test_a_sweep_that_reads_the_corpus_records_its_hash():
+    """The corpus loader is cached in some run modules: each smoke runs in a fresh process, so
+    every sweep that trains on the text records both the loader and the text's hash."""
+    readers = [
+        n
+        for n in committed_sweeps()
+        if "course_lib/data.py:load_text" in load_sweep(n).provenance["definitions"]
+    ]
+    print("sweeps that read pydoc_data:", readers)
+    for name in readers:
+        assert "pydoc_data.topics" in load_sweep(name).provenance["data"], name
+    for name in committed_sweeps():
+        uses_text = "course_lib/data.py:char_corpus" in load_sweep(name).provenance["definitions"]
+        assert not uses_text or name in readers, name
+
+
+# Definitions a run function names but no point of any committed sweep executes (a branch
+# never taken); each is checked to be missing from some sweep's trace, so the list stays exact.
+NOT_TAKEN = {
+    "course_lib/train.py:_cycle": "fit's path for an iterable of batches; the sweeps pass a function",
+    "course_lib/train.py:evaluate": "fit calls it only with an eval_fn; some recipes evaluate after fit",
+    "course_lib/_checks.py:shape_of": "formats error messages (f-strings built just before a raise)",
+}
+
+
+def test_the_trace_covers_what_each_run_function_can_reach():
+    """Statically, the run function names (through functions, constructors and self.method calls
+    of course_lib/ and benchmarks/) a set of definitions; the smoke runs must have executed each,
+    except a branch that no point takes (NOT_TAKEN, with its reason)."""
+    specs, used = runner.registered_sweeps(), set()
+    for name in committed_sweeps():
+        run = specs[name].run
+        key = f"{provenance._rel(run.__code__.co_filename)}:{run.__qualname__}"
+        missing = provenance.reachable(key) - set(load_sweep(name).provenance["definitions"])
+        print(f"{name}: {len(provenance.reachable(key))} reachable, not traced: {sorted(missing)}")
+        assert missing <= set(NOT_TAKEN), (
+            f"{name}: reachable but not traced: {sorted(missing - set(NOT_TAKEN))}"
+        )
+        used |= missing
+    assert used == set(NOT_TAKEN), f"no longer needed: {sorted(set(NOT_TAKEN) - used)}"
+
+
+@pytest.mark.slow  # two fresh processes, one smoke run each (about 20 s)
+def test_a_committed_canary_is_reproduced_bit_for_bit():
+    """On the pinned kernels (sweep.py sets them before torch starts, whatever the environment
+    says), a few dozen training steps reproduce the committed losses and results exactly."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/sweep.py",
+            "--canary",
+            "heads_three_lookups",
+            "positional_extrapolation",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(out.stdout, out.stderr[-2000:])
+    assert (
+        out.returncode == 0
+        and "identical canaries: heads_three_lookups, positional_extrapolation" in out.stdout
+    )
+
+
+# --- the runner on a synthetic recipe, in a temporary repository -------------------
 
 RECIPE = '''
-"""A synthetic recipe: a 'model' whose held-out error falls with its budget."""
+"""A synthetic recipe: a linear model trained by gradient descent on generated data."""
+
+import torch
+
+SCALE = 2.0
+UNUSED = 5.0
+
+
+def make_data(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, generator=g)
+    return x, SCALE * x.sum(1, keepdim=True)
 
 
 def train_toy(steps, lr, seed):
     """The recipe."""
-    noise = ((seed * 7919) % 13) / 1000
-    return 1.0 / (1.0 + lr * steps) + noise
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = make_data(64, seed)
+    for _ in range(steps):
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return loss.item()
 
 
 def run(point, seed, config):
@@ -59,115 +162,227 @@ def run(point, seed, config):
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    """A recipe module in tmp_path (importable), its spec, and the folder the sweep is written to."""
+    """A recipe module in tmp_path/benchmarks (a repository of its own for provenance), its
+    spec, and the folder the sweep is written to."""
+    (tmp_path / "benchmarks").mkdir()
     name = f"toy_recipe_{abs(hash(str(tmp_path))) % 10**8}"
-    path = tmp_path / f"{name}.py"
+    path = tmp_path / "benchmarks" / f"{name}.py"
     path.write_text(RECIPE)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "benchmarks"))
     module = importlib.import_module(name)
     spec = SweepSpec(
         title="Toy",
         run=module.run,
-        points=[{"steps": 10}, {"steps": 100}],
+        points=[{"steps": 30}, {"steps": 60}],
         config={"lr": 0.1},
-        recipe=[f"{name}:train_toy"],
-        modules=[],
-        metrics={"error": {"unit": "fraction", "higher_is_better": False}},
+        metrics={"error": {"unit": "MSE", "higher_is_better": False}},
+        smoke={"steps": 5},
+        margins={"error": 0.01},
         records=[("error", "toy_error/{steps}")],
     )
     out = tmp_path / "sweeps"
-    yield spec, path, out
+    yield spec, path, out, f"benchmarks/{name}.py"
     sys.modules.pop(name, None)
 
 
-def test_runner_writes_every_field_of_the_schema(toy, capsys):
-    spec, _, out = toy
+def edit(path, old, new, spec=None):
+    """Replace `old` by `new` in the recipe file; with `spec`, re-import it (as a fresh process
+    would: sweep.py runs each registered sweep's smoke in one) and point spec.run at it."""
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new))
+    if spec is not None:
+        spec.run = importlib.reload(sys.modules[spec.run.__module__]).run
+
+
+def test_runner_records_kernels_definitions_and_canary(toy, capsys):
+    spec, _, out, rel = toy
     sweep = runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
     data = json.loads((out / "toy.json").read_text())
-    assert data["schema"] == SCHEMA and data["name"] == "toy" and data["seeds"] == [0, 1, 2]
-    assert data["config"] == {"lr": 0.1} and data["points"] == [{"steps": 10}, {"steps": 100}]
-    assert data["recipe"] == sorted([spec.recipe[0], f"{spec.run.__module__}:run"])
-    assert len(data["runs"]) == 6 and all(r["seconds"] >= 0 for r in data["runs"])
-    assert data["command"] == "python benchmarks/sweep.py toy"
-    assert {"cpu_count", "torch", "python", "platform", "torch_threads"} <= set(data["machine"])
-    assert data["date"][:2] == "20" and data["wall_seconds"] >= 0
-    assert sweep.values("error", steps=100) == pytest.approx([1 / 11, 1 / 11 + 0.002, 1 / 11 + 0.004])
+    assert data["schema"] == SCHEMA and data["seeds"] == [0, 1, 2] and len(data["runs"]) == 6
+    assert data["margins"] == {"error": 0.01} and data["version"] == 1
+    assert data["kernels"] == dict(kernel_set(), threads=1)
+    assert sorted(data["provenance"]["definitions"]) == [
+        f"{rel}:{n}" for n in ("SCALE", "make_data", "run", "train_toy")
+    ]
+    canary = data["provenance"]["canary"]
+    assert [len(c["losses"]) for c in canary] == [5, 5] and canary[0]["losses"][0] > canary[0]["losses"][-1]
+    assert sweep.values("error", steps=60)[0] == data["runs"][3]["results"]["error"]
     assert "seed 2: error" in capsys.readouterr().out
     assert runner.problems("toy", spec, out) == []
 
 
-def test_other_seeds_go_into_the_command(toy):
-    spec, _, out = toy
-    assert (
-        runner.run_sweep("toy", spec, [3, 4, 5], out_dir=out).command
-        == "python benchmarks/sweep.py toy --seeds 3 4 5"
-    )
-
-
-def test_a_changed_recipe_makes_the_committed_sweep_stale(toy):
-    spec, path, out = toy
+def test_only_a_change_to_what_ran_makes_it_stale(toy):
+    spec, path, out, rel = toy
     runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
-    path.write_text(RECIPE.replace('"""The recipe."""', '"""The recipe, reworded."""'))
-    assert runner.problems("toy", spec, out) == []  # a docstring is not the recipe
-    path.write_text(RECIPE.replace("1.0 / (1.0 + lr * steps)", "1.0 / (1.0 + 2 * lr * steps)"))
+    edit(path, '"""The recipe."""', '"""The recipe, reworded."""\n    # and a comment')
+    edit(path, "UNUSED = 5.0", "UNUSED = 6.0\n\n\ndef helper():\n    return 1")
+    assert runner.problems("toy", spec, out) == []  # docstring, comment, unused constant and helper
+    edit(path, "x = torch.randn(n, 3, generator=g)", "x = torch.rand(n, 3, generator=g)")
     found = runner.problems("toy", spec, out)
-    assert len(found) == 1 and "the code changed since the sweep ran" in found[0]
-    assert "re-run: python benchmarks/sweep.py toy" in found[0]
+    assert len(found) == 1 and f"code it ran changed: {rel}:make_data (changed)" in found[0]
+    edit(path, "x = torch.rand(n, 3, generator=g)", "x = torch.randn(n, 3, generator=g)")
+    edit(path, "SCALE = 2.0", "SCALE = 2.5")  # a constant that a function which ran reads
+    assert f"{rel}:SCALE (changed)" in runner.problems("toy", spec, out)[0]
 
 
-def test_a_changed_run_function_or_spec_makes_it_stale(toy):
-    spec, path, out = toy
+def test_a_spec_change_makes_it_stale_and_says_which(toy):
+    spec, _, out, _ = toy
     runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
-    path.write_text(RECIPE.replace('{"error": train_toy', '{"error": 0.5 * train_toy'))
-    assert "the code changed" in runner.problems("toy", spec, out)[0]
-    path.write_text(RECIPE)
-    spec.config = {"lr": 0.2}
-    assert (
-        "the registered spec (recipe, modules, config or points) changed"
-        in runner.problems("toy", spec, out)[0]
+    for key, value in [
+        ("config", {"lr": 0.2}),
+        ("points", [{"steps": 30}]),
+        ("margins", {"error": 0.02}),
+        ("version", 2),
+    ]:
+        before = getattr(spec, key)
+        setattr(spec, key, value)
+        assert f"its spec's {key} changed" in runner.problems("toy", spec, out)[0], key
+        setattr(spec, key, before)
+    assert runner.problems("toy", spec, out) == []
+
+
+def test_rebless_keeps_a_refactor_that_changes_no_number(toy):
+    spec, path, out, rel = toy
+    runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
+    edit(
+        path,
+        "opt = torch.optim.SGD(model.parameters(), lr=lr)",
+        "optimizer = torch.optim.SGD(model.parameters(), lr=lr)",
     )
-    spec.config = {"lr": 0.1}
-    spec.points = spec.points + [{"steps": 1000}]
-    assert "changed since the sweep ran" in runner.problems("toy", spec, out)[0]
+    edit(path, "opt.zero_grad()", "optimizer.zero_grad()")
+    edit(path, "opt.step()", "optimizer.step()")
+    assert "train_toy (changed)" in runner.problems("toy", spec, out)[0]
+    kept, why = runner.rebless("toy", spec, out)
+    assert kept and why == f"{rel}:train_toy (changed)"
+    assert runner.problems("toy", spec, out) == []
+    note = read_sweep(out / "toy.json").provenance["reblessed"][0]
+    assert note["changed"] == [f"{rel}:train_toy (changed)"] and note["canary"] == "identical"
 
 
-def test_a_hand_edited_sweep_file_is_caught(toy):
-    spec, _, out = toy
+def test_rebless_refuses_a_change_of_the_numbers(toy):
+    spec, path, out, _ = toy
     runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
-    data = json.loads((out / "toy.json").read_text())
-    data["config"]["lr"] = 0.3
-    (out / "toy.json").write_text(json.dumps(data))
-    assert "or the file was edited" in runner.problems("toy", spec, out)[0]
+    edit(path, "loss = ((model(x) - y) ** 2).mean()", "loss = (model(x) - y).abs().mean()", spec)
+    kept, why = runner.rebless("toy", spec, out)
+    assert not kept and "the canary changed" in why
+    assert "train_toy (changed)" in runner.problems("toy", spec, out)[0]  # still stale
 
 
-def test_missing_and_orphaned_sweeps_are_problems(toy):
-    spec, _, out = toy
+def test_changed_data_makes_it_stale(toy, monkeypatch, tmp_path):
+    spec, _, out, rel = toy
+    text = tmp_path / "corpus.txt"
+    text.write_text("some text")
+    monkeypatch.setattr(provenance, "DATA_SOURCES", {f"{rel}:make_data": ("toy corpus", text.read_text)})
+    runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
+    assert list(read_sweep(out / "toy.json").provenance["data"]) == ["toy corpus"]
+    text.write_text("other text")
+    assert "the data toy corpus changed" in runner.problems("toy", spec, out)[0]
+
+
+def test_missing_orphaned_and_old_files_are_problems(toy):
+    spec, _, out, _ = toy
     assert "registered but no committed data" in runner.problems("toy", spec, out)[0]
     runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
     assert "no SWEEPS entry" in runner.problems("toy", None, out)[0]
+    data = json.loads((out / "toy.json").read_text())
+    (out / "toy.json").write_text(json.dumps(dict(data, schema="course_lib.sweep/1")))
+    assert "not course_lib.sweep/2" in runner.problems("toy", spec, out)[0]
+
+
+TRACED = '''
+"""What the tracer must see: nested functions, lambdas, comprehensions, a dataclass built by its
+generated __init__, a property, a generator, a class attribute, a constant read through an import."""
+
+from dataclasses import dataclass
+
+import torch
+
+WIDTH = 3
+
+
+@dataclass
+class Config:
+    width: int = WIDTH
+    scale: float = 0.5
+
+
+class Model(torch.nn.Module):
+    bias_init = 0.1
+
+    def __init__(self, config):
+        super().__init__()
+        self.layer = torch.nn.Linear(config.width, 1)
+        torch.nn.init.constant_(self.layer.bias, self.bias_init)
+
+    @property
+    def size(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, x):
+        square = lambda t: t * t  # noqa: E731
+        return square(self.layer(x))
+
+
+def batches(n):
+    for i in range(n):
+        yield torch.full((2, WIDTH), float(i))
+
+
+def never_called():
+    return 0
+
+
+def run(point, seed, config):
+    def loss_of(model, x):
+        return model(x).mean()
+
+    model = Model(Config())
+    losses = [loss_of(model, x) for x in batches(point["n"])]
+    losses[-1].backward()
+    return {"size": model.size}
+'''
+
+
+def test_the_tracer_sees_every_kind_of_definition(tmp_path, monkeypatch):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "traced_toy.py").write_text(TRACED)
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "benchmarks"))
+    module = importlib.import_module("traced_toy")
+    try:
+        ran = provenance.trace_run(module.run, {"n": 3}, 0, {})
+    finally:
+        sys.modules.pop("traced_toy", None)
+    names = sorted(k.split(":", 1)[1] for k in ran.definitions)
+    assert names == [
+        "Config",
+        "Model",
+        "Model.__init__",
+        "Model.forward",
+        "Model.size",
+        "WIDTH",
+        "batches",
+        "run",
+    ]
+    assert ran.result == {"size": 4} and len(ran.losses) == 1
+
+
+# --- records and tables ---------------------------------------------------------
 
 
 def test_sweep_records_carry_mean_and_spread_for_results_json(toy):
-    spec, _, out = toy
+    spec, _, out, _ = toy
     sweep = runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
     records = sweep_records(spec, sweep)
-    assert [r["name"] for r in records] == ["toy_error/10", "toy_error/100"]
+    assert [r["name"] for r in records] == ["toy_error/30", "toy_error/60"]
     r = records[1]
-    assert r["value"] == pytest.approx(sum(sweep.values("error", steps=100)) / 3)
-    assert (r["min"], r["max"], r["n"], r["sweep"], r["unit"]) == (
-        1 / 11,
-        pytest.approx(1 / 11 + 0.004),
-        3,
-        "toy",
-        "fraction",
-    )
-    assert {"name", "value", "unit", "baseline", "ratio"} <= set(r)  # the old record format, extended
-    table = markdown_table(records)
-    assert (
-        "| spread over seeds |" in table
-        and "| toy_error/100 | 0.0929 | fraction |  |  | ± 0.002 [0.0909, 0.0949], n=3 |" in table
-    )
-    assert ", n=3 |" in table
+    values = sweep.values("error", steps=60)
+    assert r["value"] == pytest.approx(sum(values) / 3)
+    assert (r["min"], r["max"], r["n"], r["sweep"], r["unit"]) == (min(values), max(values), 3, "toy", "MSE")
+    assert {"name", "value", "unit", "baseline", "ratio"} <= set(r)
+    assert "| spread over seeds |" in markdown_table(records) and ", n=3 |" in markdown_table(records)
 
 
 def test_tables_without_sweeps_keep_their_format():
@@ -180,7 +395,7 @@ def test_tables_without_sweeps_keep_their_format():
 
 
 def test_run_py_lists_a_committed_sweep_section(monkeypatch, toy):
-    spec, _, out = toy
+    spec, _, out, _ = toy
     runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
     import run  # benchmarks/run.py
 
@@ -191,17 +406,17 @@ def test_run_py_lists_a_committed_sweep_section(monkeypatch, toy):
         failed = False
 
     records = run.committed_sweep("toy", spec)(Args)
-    assert [r["name"] for r in records] == ["toy_error/10", "toy_error/100"] and not Args.failed
+    assert [r["name"] for r in records] == ["toy_error/30", "toy_error/60"] and not Args.failed
     spec.config = {"lr": 0.5}  # now stale: reported, and the exit status becomes 1
     run.committed_sweep("toy", spec)(Args)
     assert Args.failed
 
 
-@pytest.mark.slow  # --list imports every sweep's module and fingerprints its code (seconds)
+@pytest.mark.slow  # --list imports every sweep's module and hashes the code it recorded (seconds)
 def test_runner_command_line_rejects_bad_requests(capsys):
     with pytest.raises(SystemExit):
         runner.main(["no_such_sweep"])
-    assert "unknown sweep 'no_such_sweep'" in capsys.readouterr().err
+    assert "unknown sweep(s) ['no_such_sweep']" in capsys.readouterr().err
     assert runner.main(["--list"]) == 0
 
 
@@ -210,31 +425,12 @@ def test_runner_command_line_rejects_bad_requests(capsys):
 
 @pytest.mark.slow
 def test_sweeps_ship_in_the_wheel_and_load_from_it(tmp_path):
-    """Build the wheel from a copy of the project with one sweep in it, then load that sweep
-    with load_sweep() from the wheel alone (a zip on sys.path, no checkout)."""
+    """Build the wheel from a copy of the project, then load a committed sweep with load_sweep()
+    from the wheel alone (a zip on sys.path, no checkout)."""
     src = tmp_path / "src"
     shutil.copytree(ROOT / "course_lib", src / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ["pyproject.toml", "README.md"]:
         shutil.copy(ROOT / name, src / name)
-    data = {
-        "schema": SCHEMA,
-        "name": "shipped",
-        "title": "t",
-        "recipe": [],
-        "modules": [],
-        "config": {},
-        "points": [{"k": 1}],
-        "seeds": [0, 1, 2],
-        "metrics": {"m": {}},
-        "fingerprint": "",
-        "command": "",
-        "wall_seconds": 0,
-        "machine": {},
-        "date": "",
-        "runs": [{"point": {"k": 1}, "seed": s, "results": {"m": 0.5 + s}, "seconds": 0} for s in range(3)],
-    }
-    (src / "course_lib" / "sweeps").mkdir(exist_ok=True)
-    (src / "course_lib" / "sweeps" / "shipped.json").write_text(json.dumps(data))
     subprocess.run(
         [
             sys.executable,
@@ -253,21 +449,22 @@ def test_sweeps_ship_in_the_wheel_and_load_from_it(tmp_path):
     )
     wheel = next((tmp_path / "dist").glob("course_lib-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "course_lib/sweeps/shipped.json" in names and "course_lib/evidence.py" in names
+    shipped = committed_sweeps()[0]
+    assert f"course_lib/sweeps/{shipped}.json" in names and "course_lib/evidence.py" in names
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import course_lib.evidence as e; "
         "assert e.__file__.startswith(sys.argv[1]), e.__file__; "
-        "print('shipped' in e.committed_sweeps(), e.load_sweep('shipped').values('m', k=1))"
+        "print(e.load_sweep(sys.argv[2]).seeds)"
     )
     out = subprocess.run(
-        [sys.executable, "-I", "-c", code, str(wheel)],
+        [sys.executable, "-I", "-c", code, str(wheel), shipped],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True [0.5, 1.5, 2.5]"  # beside the book's own committed sweeps
+    assert out.stdout.strip() == str(load_sweep(shipped).seeds)
 
 
 def test_read_sweep_of_a_committed_file_equals_load_sweep():

@@ -1,4 +1,5 @@
-"""course_lib.evidence: summaries, comparisons with a margin, fingerprints, sweeps, figures."""
+"""course_lib.evidence: summaries, comparisons with a margin, "no robust difference", live runs
+against their sweep on the same or other kernels, sweeps, figures."""
 
 import json
 import math
@@ -15,14 +16,16 @@ from course_lib.evidence import (
     Summary,
     Sweep,
     assert_better,
-    assert_indistinguishable,
-    assert_within,
-    fingerprint,
+    check_live,
+    difference,
+    kernel_set,
+    no_robust_difference,
     plot_seeds,
     plot_sweep,
     read_sweep,
-    source_of,
+    same_kernels,
     summarize,
+    t_quantile,
 )
 
 matplotlib.use("Agg")
@@ -94,15 +97,17 @@ def test_assert_better_prints_seeds_spread_gap_and_margin(capsys):
 
 
 def test_assert_better_lower_is_better(capsys):
-    assert_better([2.1, 2.12, 2.11], [2.3, 2.25, 2.4], higher_is_better=False)
-    assert "worst A 2.12 vs best B 2.25: gap 0.13 >= margin 0" in capsys.readouterr().out
+    assert_better([2.1, 2.12, 2.11], [2.3, 2.25, 2.4], higher_is_better=False, margin=0.1)
+    assert "worst A 2.12 vs best B 2.25: gap 0.13 >= margin 0.1" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="NOT better"):
-        assert_better([2.3, 2.25, 2.4], [2.1, 2.12, 2.11], higher_is_better=False)
+        assert_better([2.3, 2.25, 2.4], [2.1, 2.12, 2.11], higher_is_better=False, margin=0)
 
 
 def test_assert_better_fails_when_ranges_overlap_even_if_the_means_differ(capsys):
     with pytest.raises(AssertionError) as failure:
-        assert_better([0.9, 0.5, 0.92], [0.6, 0.55, 0.58], higher_is_better=True, label_a="A", label_b="B")
+        assert_better(
+            [0.9, 0.5, 0.92], [0.6, 0.55, 0.58], higher_is_better=True, margin=0, label_a="A", label_b="B"
+        )
     message = str(failure.value)
     assert "worst A 0.5 vs best B 0.6: gap -0.1 < margin 0" in message and "per seed 0.9 0.5 0.92" in message
     assert message in capsys.readouterr().out  # printed as well as raised
@@ -114,7 +119,7 @@ def test_assert_better_fails_when_the_gap_is_below_the_margin():
 
 
 def test_assert_better_uses_the_labels_of_summaries(capsys):
-    assert_better(summarize([3, 4, 5], "GRU"), summarize([0, 1, 2], "RNN"), higher_is_better=True)
+    assert_better(summarize([3, 4, 5], "GRU"), summarize([0, 1, 2], "RNN"), higher_is_better=True, margin=1)
     assert "GRU beats RNN" in capsys.readouterr().out
 
 
@@ -123,7 +128,7 @@ def test_assert_better_uses_the_labels_of_summaries(capsys):
 )
 def test_assert_better_needs_three_seeds(a, b, arg):
     with pytest.raises(ValueError, match=arg + r".*>= 3 seeds"):
-        assert_better(a, b, higher_is_better=True)
+        assert_better(a, b, higher_is_better=True, margin=0)
 
 
 def test_assert_better_rejects_a_negative_margin():
@@ -131,135 +136,118 @@ def test_assert_better_rejects_a_negative_margin():
         assert_better([3, 4, 5], [0, 1, 2], higher_is_better=True, margin=-1)
 
 
-def test_assert_better_needs_the_direction():
+def test_assert_better_needs_the_direction_and_a_declared_margin():
     with pytest.raises(TypeError, match="higher_is_better"):
-        assert_better([3, 4, 5], [0, 1, 2])
+        assert_better([3, 4, 5], [0, 1, 2], margin=0)
+    with pytest.raises(TypeError, match="margin"):
+        assert_better([3, 4, 5], [0, 1, 2], higher_is_better=True)
 
 
-# --- assert_indistinguishable -----------------------------------------------
+def test_paired_comparison_looks_at_every_pair(capsys):
+    # Unpaired, the ranges overlap (worst A 0.5 < best B 0.58); paired, every seed of A beats its
+    # own partner by >= 0.05: runs that share data and initial weights are compared seed by seed.
+    a, b = [0.9, 0.55, 0.7], [0.8, 0.5, 0.58]
+    with pytest.raises(AssertionError, match="NOT better"):
+        assert_better(a, b, higher_is_better=True, margin=0.05)
+    assert_better(a, b, higher_is_better=True, margin=0.05, paired=True)
+    assert "per-seed gaps 0.1 0.05 0.12: smallest 0.05 >= margin 0.05" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="smallest 0.05 < margin 0.06"):
+        assert_better(a, b, higher_is_better=True, margin=0.06, paired=True)
+    with pytest.raises(ValueError, match="one value per seed"):
+        assert_better([1, 2, 3, 4], [0, 0, 0], higher_is_better=True, margin=0, paired=True)
 
 
-def test_indistinguishable_when_ranges_overlap(capsys):
-    assert_indistinguishable([2.6, 2.8, 2.7], [2.75, 2.9, 2.85], metric="bpc", label_a="LSTM", label_b="GPT")
-    out = capsys.readouterr().out
-    assert "ranges [2.6, 2.8] and [2.75, 2.9] overlap" in out and "no robust difference" in out
+# --- "no robust difference", with what the seeds could detect -----------------
 
 
-@pytest.mark.parametrize("a, b", [([1, 2, 3], [3.5, 4, 5]), ([3.5, 4, 5], [1, 2, 3])])
-def test_indistinguishable_fails_when_one_range_is_above(a, b):
-    with pytest.raises(AssertionError, match="do NOT overlap"):
-        assert_indistinguishable(a, b)
+@pytest.mark.parametrize(
+    "df, p, table",
+    [
+        (2, 0.975, 4.303),
+        (4, 0.975, 2.776),
+        (30, 0.975, 2.042),
+        (2, 0.80, 1.061),
+        (10, 0.80, 0.879),
+        (1, 0.975, 12.706),
+    ],
+)
+def test_t_quantile_matches_the_tables(df, p, table):
+    assert t_quantile(p, df) == pytest.approx(table, abs=2e-3)
 
 
-def test_indistinguishable_needs_three_seeds():
-    with pytest.raises(ValueError, match=">= 3 seeds"):
-        assert_indistinguishable([1, 2], [1, 2, 3])
+def test_difference_paired_and_unpaired():
+    a, b = [2.0, 2.2, 2.4], [1.9, 2.05, 2.35]
+    d = difference(a, b, paired=True)  # per-seed differences 0.1, 0.15, 0.05: mean 0.1, sd 0.05
+    se = 0.05 / math.sqrt(3)
+    assert d.mean == pytest.approx(0.1) and d.df == 2
+    assert (d.low, d.high) == pytest.approx((0.1 - 4.303 * se, 0.1 + 4.303 * se), abs=1e-3)
+    assert d.detectable == pytest.approx((4.303 + 1.061) * se, abs=1e-3)
+    u = difference(a, b)  # unpaired: Welch, the seeds' own spread counts
+    assert u.mean == pytest.approx(0.1) and u.high - u.low > d.high - d.low
 
 
-# --- assert_within -----------------------------------------------------------
-
-
-def test_assert_within_inside_and_with_slack(capsys):
-    assert_within(2.15, [2.1, 2.2, 2.18], slack=0.0, metric="bpc")
-    assert_within(torch.tensor(2.22), [2.1, 2.2, 2.18], slack=0.05)
-    assert_within([2.12, 2.19], np.array([2.1, 2.2, 2.18]), slack=0)
-    out = capsys.readouterr().out
-    assert "allowed [2.1, 2.2]" in out and "allowed [2.05, 2.25]" in out and "per seed 2.1 2.2 2.18" in out
-
-
-@pytest.mark.parametrize("live", [2.3, [2.15, 2.3], 2.0])
-def test_assert_within_fails_outside_and_names_the_value(live):
-    with pytest.raises(AssertionError, match=r"OUTSIDE: (2\.3|2)$"):
-        assert_within(live, [2.1, 2.2, 2.18], slack=0.01)
-
-
-def test_assert_within_checks_its_arguments():
-    with pytest.raises(ValueError, match="slack"):
-        assert_within(2.1, [2.1, 2.2, 2.18], slack=-0.1)
-    with pytest.raises(ValueError, match="committed has 2"):
-        assert_within(2.1, [2.1, 2.2], slack=0.1)
-    with pytest.raises(ValueError, match="live contains NaN"):
-        assert_within(float("nan"), [2.1, 2.2, 2.18], slack=0.1)
-
-
-# --- fingerprints ------------------------------------------------------------
-
-RECIPE = '''
-"""A synthetic recipe module."""
-
-SCALE = 2.0
-
-
-def train(x, seed=0):
-    """Train it."""
-    # a comment
-    return SCALE * x + seed
-
-
-def helper():
-    return 1
-'''
-
-
-@pytest.fixture
-def synthetic_module(tmp_path, monkeypatch):
-    """A module `synth_recipe_<n>` in a temporary folder on sys.path; returns (name, path)."""
-    name = f"synth_recipe_{abs(hash(str(tmp_path))) % 10**8}"
-    path = tmp_path / f"{name}.py"
-    path.write_text(RECIPE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name, path
-    sys.modules.pop(name, None)
-
-
-def test_fingerprint_is_stable_and_order_free(synthetic_module):
-    name, _ = synthetic_module
-    a = fingerprint(f"{name}:train", [name], {"lr": 0.01, "steps": 100})
-    assert a.startswith("sha256:") and len(a) == 7 + 16
-    assert fingerprint([f"{name}:train"], (name,), {"steps": 100, "lr": 0.01}) == a
-    assert fingerprint([f"{name}:train", name], [], {"lr": 0.01, "steps": 100}) == a  # a set of sources
-    assert fingerprint(f"{name}:train", [name], {"lr": 0.02, "steps": 100}) != a  # config counts
-
-
-def test_fingerprint_ignores_comments_docstrings_and_formatting(synthetic_module):
-    name, path = synthetic_module
-    before = fingerprint(f"{name}:train", [], None)
-    path.write_text(
-        RECIPE.replace('"""Train it."""', '"""Train it, better worded."""')
-        .replace("# a comment", "# another comment")
-        .replace("SCALE * x + seed", "SCALE*x  +  seed")
+def test_no_robust_difference_says_what_it_could_detect(capsys):
+    result = no_robust_difference(
+        [2.6, 2.8, 2.7], [2.75, 2.9, 2.65], metric="bpc", label_a="LSTM", label_b="GPT"
     )
-    assert fingerprint(f"{name}:train", [], None) == before
+    out = capsys.readouterr().out
+    assert "LSTM - GPT: -0.0667, 95 % interval [" in out and "unpaired" in out
+    assert "smallest difference these seeds detect (80 % power): " in out and "✓ no robust difference" in out
+    assert result.low < 0 < result.high and result.detectable > abs(result.mean)
 
 
-def test_fingerprint_changes_with_the_code(synthetic_module):
-    name, path = synthetic_module
-    function_only, whole = fingerprint(f"{name}:train", [], None), fingerprint(f"{name}:train", [name], None)
-    path.write_text(RECIPE.replace("return 1", "return 2"))  # outside train(): only the whole module sees it
-    assert fingerprint(f"{name}:train", [], None) == function_only
-    assert fingerprint(f"{name}:train", [name], None) != whole
-    path.write_text(RECIPE.replace("SCALE * x + seed", "SCALE * x - seed"))
-    assert fingerprint(f"{name}:train", [], None) != function_only
+def test_no_robust_difference_fails_when_the_seeds_show_one():
+    # The review's case: ranges that touch (overlap by 1e-5) but means 2.4x apart, tight seeds.
+    with pytest.raises(AssertionError, match="the interval excludes 0"):
+        no_robust_difference([0.0100, 0.0101, 0.0102], [0.0241, 0.0242, 0.0243], paired=True)
+    with pytest.raises(ValueError, match=">= 3 seeds"):
+        no_robust_difference([1, 2], [1, 2, 3])
 
 
-def test_fingerprint_reads_the_file_not_a_stale_import(synthetic_module):
-    name, path = synthetic_module
-    __import__(name)
-    before = fingerprint(f"{name}:SCALE", [], None)  # a constant can be a recipe too
-    path.write_text(RECIPE.replace("SCALE = 2.0", "SCALE = 3.0"))
-    assert fingerprint(f"{name}:SCALE", [], None) != before
+# --- live runs against their sweep ---------------------------------------------
 
 
-def test_source_of_a_function_a_class_method_and_errors(synthetic_module):
-    name, _ = synthetic_module
-    assert source_of(f"{name}:train").startswith("def train(x, seed=0):")
-    assert "Train it" not in source_of(f"{name}:train") and "comment" not in source_of(name)
-    assert "def lstm_step" in source_of("course_lib.rnn")
-    assert source_of("course_lib.evidence:Sweep.values").startswith("def values(self, metric")
-    with pytest.raises(ValueError, match="no function, class or assignment named 'nope'"):
-        source_of(f"{name}:nope")
-    with pytest.raises(ValueError, match="no Python source file"):
-        source_of("no_such_module_xyz")
+def test_kernel_set_names_what_torch_computes_with():
+    here = kernel_set()
+    assert set(here) == set(evidence.KERNEL_KEYS)
+    assert here["torch"] == torch.__version__ and here["threads"] == torch.get_num_threads()
+    assert here["aten"] == torch.backends.cpu.get_cpu_capability()
+    assert same_kernels(here) and not same_kernels(dict(here, aten="AVX512"))
+
+
+def test_check_live_on_the_sweeps_kernels_must_reproduce_exactly(capsys):
+    sweep = make_sweep(kernels=kernel_set())
+    committed = sweep.values("bpc", kind="rnn", steps=100)
+    assert check_live(committed[:2], sweep, "bpc", where={"kind": "rnn", "steps": 100}) is None
+    out = capsys.readouterr().out
+    assert "seed 0: 2.3 here, 2.3 in the sweep  ✓ reproduced" in out and "same kernels as the sweep" in out
+    with pytest.raises(AssertionError, match="DIFFERENT") as failure:
+        check_live(committed[0] + 1e-12, sweep, "bpc", where={"kind": "rnn", "steps": 100})
+    assert "the code or the data changed since the sweep ran" in str(failure.value)
+
+
+@pytest.mark.parametrize("live", [2.0, [2.3, 2.9], {2: 5.0}])
+def test_check_live_on_other_kernels_never_raises(live, capsys):
+    sweep = make_sweep(kernels=dict(kernel_set(), aten="AVX512"))
+    assert check_live(live, sweep, "bpc", where={"kind": "rnn", "steps": 100}) is None
+    out = capsys.readouterr().out
+    assert "the sweep's: torch" in out and "ATen AVX512" in out
+    assert "Notice: this page's run falls outside the sweep's range [2.3, 2.32]" in out
+
+
+def test_check_live_inside_the_range_on_other_kernels(capsys):
+    check_live(2.305, make_sweep(kernels={}), "bpc", where={"kind": "rnn", "steps": 100})
+    assert "inside the sweep's range [2.3, 2.32]" in capsys.readouterr().out
+
+
+def test_check_live_checks_its_arguments():
+    sweep = make_sweep(kernels=kernel_set())
+    with pytest.raises(ValueError, match="4 live values for the sweep's 3 seeds"):
+        check_live([1, 2, 3, 4], sweep, "bpc", where={"kind": "rnn", "steps": 100})
+    with pytest.raises(ValueError, match=r"live seeds \[7\] are not among"):
+        check_live({7: 2.3}, sweep, "bpc", where={"kind": "rnn", "steps": 100})
+    with pytest.raises(ValueError, match="selects 2 points"):
+        check_live(2.3, sweep, "bpc", where={"kind": "rnn"})
 
 
 # --- sweeps ------------------------------------------------------------------
@@ -282,22 +270,27 @@ def make_sweep(**changes):
         "name": "demo",
         "title": "Demo",
         "description": "",
-        "recipe": ["course_lib.evidence:summarize"],
-        "modules": [],
         "config": {"lr": 0.01},
         "points": [{"kind": k, "steps": s} for k in ["rnn", "lstm"] for s in [100, 400]],
         "seeds": [0, 1, 2],
         "metrics": {"bpc": {"unit": "bits/char", "higher_is_better": False}},
+        "margins": {"bpc": 0.1},
+        "version": 1,
         "runs": runs,
-        "fingerprint": "",
+        "kernels": {
+            "torch": "2.13.0+cpu",
+            "device": "cpu",
+            "aten": "AVX2",
+            "mkl": "AVX2",
+            "onednn": "AVX2",
+            "threads": 1,
+        },
+        "provenance": {"smoke": {}, "definitions": {}, "data": {}, "canary": []},
         "command": "python benchmarks/sweep.py demo",
         "wall_seconds": 12.0,
         "machine": {"cpu_count": 2},
         "date": "2026-01-01T00:00:00+00:00",
     }
-    data["fingerprint"] = fingerprint(
-        data["recipe"], data["modules"], {"config": data["config"], "points": data["points"]}
-    )
     data.update(changes)
     return Sweep(data)
 
@@ -307,7 +300,7 @@ def test_sweep_selects_values_in_seed_order():
     assert sweep.values("bpc", kind="lstm", steps=100) == pytest.approx([2.1, 2.11, 2.12])
     assert sweep.summary("bpc", kind="rnn", steps=400).label == "kind=rnn, steps=400"
     assert sweep.select(kind="rnn") == [{"kind": "rnn", "steps": 100}, {"kind": "rnn", "steps": 400}]
-    assert sweep.expected_fingerprint() == sweep.fingerprint
+    assert sweep.margin("bpc") == 0.1
     assert "demo" in repr(sweep) and "4 points × 3 seeds" in repr(sweep)
 
 
@@ -319,6 +312,8 @@ def test_sweep_errors_name_the_problem():
         sweep.values("bpc", kind="gpt", steps=100)
     with pytest.raises(KeyError, match="no metric 'bleu'"):
         sweep.values("bleu", kind="rnn", steps=100)
+    with pytest.raises(KeyError, match="declares no margin 'gap'"):
+        sweep.margin("gap")
     with pytest.raises(ValueError, match="schema"):
         Sweep({"schema": "other"})
     with pytest.raises(ValueError, match=r"lacks the field\(s\) \['runs'\]"):
@@ -342,12 +337,12 @@ def test_load_sweep_names_the_committed_ones():
 
 def test_a_committed_live_run_check_reads_like_a_chapter(capsys):
     sweep = make_sweep()
-    assert_within(2.315, sweep.values("bpc", kind="rnn", steps=100), slack=0.0, metric="bpc")
+    check_live(2.31, sweep, "bpc", where={"kind": "rnn", "steps": 100})
     assert_better(
         sweep.summary("bpc", kind="lstm", steps=400),
         sweep.summary("bpc", kind="rnn", steps=400),
         higher_is_better=False,
-        margin=0.1,
+        margin=sweep.margin("bpc"),
         metric="bpc",
     )
     assert "kind=lstm, steps=400 beats kind=rnn, steps=400" in capsys.readouterr().out
@@ -392,4 +387,4 @@ def test_plot_seeds_draws_every_seed():
 
 def test_module_stays_readable():
     lines = Path(evidence.__file__).read_text().splitlines()
-    assert len(lines) <= 450, len(lines)
+    assert len(lines) <= 520, len(lines)

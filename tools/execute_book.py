@@ -23,7 +23,11 @@ threads have the cores to themselves and its measured times are those of its bud
 
 A notebook is executed again only when its staged copy is missing or older than the notebook
 or than anything it may read (``course_lib/``, ``benchmarks/``, the other files in ``book/``,
-``pyproject.toml``, ``requirements.txt``); ``--force`` executes them all.
+``pyproject.toml``, ``requirements.txt``, ``kernels.env``); ``--force`` executes them all.
+
+The notebooks run on the CPU kernels that the environment selects; ``make book`` and ``make
+test`` export the pinned ones of ``kernels.env`` (the sweeps' kernels), so that each page's live
+run reproduces its sweep exactly.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 # What else a notebook may read: a change there makes every staged notebook stale.
-INPUTS = ["course_lib", "benchmarks", "book", "pyproject.toml", "requirements.txt"]
+INPUTS = ["course_lib", "benchmarks", "book", "pyproject.toml", "requirements.txt", "kernels.env"]
 # Copied into the staging tree as they are (with book/, whose notebooks are executed).
 COPIED = ["_toc.yml", "_ext"]
 SKIP = {".ipynb_checkpoints", "__pycache__", "_build"}
