@@ -12,7 +12,9 @@ Markdown of ``book/`` (notebook cells and ``.md`` pages) so that nothing of MyST
   title; ``{figure}`` -> an image with its caption; ``{math}`` -> ``$$ ... $$``;
 * ``{glue:text}`name:.3f``` -> the number the notebook's own run stored under ``name``
   (read from the committed outputs), formatted as the role says;
-* ``{ref}``/``{doc}``/``{numref}`` roles -> their text; ``(label)=`` targets and ``%`` comments go.
+* ``{ref}``/``{doc}``/``{numref}`` roles -> their text; ``(label)=`` targets and ``%`` comments go;
+* a code cell tagged ``hide-output`` or ``hide-input`` (the evidence, folded on the site) is
+  folded in JupyterLab too (``metadata.jupyter.outputs_hidden`` / ``source_hidden``).
 
 With ``--student`` the notebooks first get the student edition's treatment (solutions stubbed,
 solution directives dropped; see the package docstring). Instructor-only pages are left out.
@@ -191,6 +193,17 @@ def learner_notebook(nb: nbformat.NotebookNode, name: str, student: bool = False
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = convert_markdown(cell.source, page)
+        elif cell.cell_type == "code":
+            fold(cell)
+
+
+def fold(cell: nbformat.NotebookNode) -> None:
+    """A code cell tagged hide-output / hide-input (folded on the site) is folded in JupyterLab
+    too: its outputs / its source collapsed (``metadata.jupyter``), one click to open."""
+    tags = set(cell.metadata.get("tags", []))
+    hidden = {"outputs_hidden": "hide-output" in tags, "source_hidden": "hide-input" in tags}
+    if any(hidden.values()):
+        cell.metadata.setdefault("jupyter", {}).update({k: v for k, v in hidden.items() if v})
 
 
 def release_learner(src: Path, out: Path, student: bool = False, force: bool = False) -> int:
