@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from coursekit.release import ReleaseError
-from coursekit.release.learner import Page, convert_markdown, glued_values, release_learner
+from coursekit.release.learner import Page, convert_markdown, fold, glued_values, release_learner
 
 ROOT = Path(__file__).resolve().parent.parent
 MYST = re.compile(
@@ -63,6 +63,16 @@ def test_a_page_loses_every_myst_construct():
     assert 'd = {"key": 1}  # code with braces is left as it is: {ref}`not a role here`' in text
     outside_code = text.split("```python")[0]
     assert not MYST.findall(outside_code), MYST.findall(outside_code)
+
+
+def test_evidence_folded_on_the_site_is_folded_in_jupyterlab():
+    cells = [nbformat.v4.new_code_cell("print(1)", metadata={"tags": tags}) for tags in
+             (["hide-output"], ["hide-input", "hide-output"], ["remove-cell"], [])]
+    for cell in cells:
+        fold(cell)
+    assert cells[0].metadata["jupyter"] == {"outputs_hidden": True}
+    assert cells[1].metadata["jupyter"] == {"outputs_hidden": True, "source_hidden": True}
+    assert "jupyter" not in cells[2].metadata and "jupyter" not in cells[3].metadata
 
 
 def test_a_glue_the_notebook_did_not_store_is_an_error_naming_the_page():
