@@ -53,15 +53,19 @@ course's text for the vocabularies the book uses.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter, defaultdict
 from itertools import pairwise
 
 import regex
+import torch
 
+from . import train
 from ._checks import check_int
 
 __all__ = ["GPT2_PATTERN", "BYTE_SYMBOL", "BYTE_ORDER", "BPE", "pretokenize", "pair_counts", "merge",
-           "token_text", "train_bpe"]
+           "token_text", "train_bpe",
+           "chars_per_id", "bits_per_char"]
 
 GPT2_PATTERN = regex.compile(
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
@@ -240,3 +244,30 @@ class BPE:
         """Token i written with GPT-2's printable characters (' the' -> 'Ġthe'), the strings
         of `tokenizers`' vocabulary."""
         return "".join(BYTE_SYMBOL[b] for b in self.vocab[i])
+
+
+# ---------------------------------------------------------------------------
+# Comparing language models over different tokens: bits per character
+# ---------------------------------------------------------------------------
+
+def chars_per_id(tokenizer: BPE) -> list[int]:
+    """For each token id, the number of characters that begin in it: its bytes that are not
+    UTF-8 continuation bytes (0b10xxxxxx). Summed over the tokens of a text: len(text)."""
+    return [sum((b & 0xC0) != 0x80 for b in token) for token in tokenizer.vocab]
+
+
+def bits_per_char(model, ids, chars, seq_len: int) -> float:
+    """Held-out bits per character of a language model over any tokens:
+
+        bpc = sum over predicted tokens of -log2 p(token | the tokens before it in its window)
+              / the number of characters those tokens hold
+
+    ids: (N,) the held-out text's token ids; chars: (V,) the characters each token holds
+    (`chars_per_id`; all ones for characters); the text is read as `train.lm_heldout_loss`
+    reads it, in windows of seq_len + 1 tokens, each predicted token once. Tokens of several
+    characters make a model's bits per *token* larger and its bits per character comparable.
+    """
+    ids, chars = torch.as_tensor(ids), torch.as_tensor(chars)
+    n = (len(ids) - 1) // seq_len * seq_len                      # tokens predicted
+    nats = train.lm_heldout_loss(model, ids, seq_len=seq_len) * n  # their total, in nats
+    return nats / math.log(2) / chars[ids[1:n + 1]].sum().item()

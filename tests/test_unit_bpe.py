@@ -1,15 +1,20 @@
 """course_lib.bpe: the byte alphabet, the split, one merge, training by hand-counted examples,
 encoding and decoding any text, and bad input."""
 
+import math
 import random
 from itertools import pairwise
 
 import pytest
+import torch
 
+from course_lib import data, train
 from course_lib.bpe import (
     BPE,
     BYTE_ORDER,
     BYTE_SYMBOL,
+    bits_per_char,
+    chars_per_id,
     merge,
     pair_counts,
     pretokenize,
@@ -140,3 +145,42 @@ def test_bad_input_names_the_argument():
         BPE([]).decode([3, 256, -1])
     with pytest.raises(ValueError, match=r"merges\[1\] = \(0, 300\) uses an id that does not exist"):
         BPE([(1, 2), (0, 300)])
+
+
+class Uniform(torch.nn.Module):
+    """A language model that gives every token the same probability, 1 / V."""
+
+    def __init__(self, V):
+        super().__init__()
+        self.V, self.anchor = V, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return torch.zeros(*x.shape, self.V) + self.anchor
+
+
+def test_chars_per_id_counts_the_characters_of_any_text():
+    tok = train_bpe(SENNRICH + " naïve café 🙂 日本", 20)
+    chars = chars_per_id(tok)
+    for text in ["naïve 🙂", " lowest café", "日本語 text", ""]:
+        assert sum(chars[i] for i in tok.encode(text)) == len(text)
+
+
+def test_bits_per_char_divides_the_bits_of_the_predicted_tokens_by_their_characters():
+    tok = train_bpe(SENNRICH * 3, 10)
+    text = SENNRICH + " 日本"
+    ids, chars = torch.tensor(tok.encode(text)), torch.tensor(chars_per_id(tok))
+    T = 4
+    n = (len(ids) - 1) // T * T
+    expected = math.log2(len(tok)) * n / chars[ids[1 : n + 1]].sum().item()
+    assert bits_per_char(Uniform(len(tok)), ids, chars, T) == pytest.approx(expected, rel=1e-6)
+
+
+def test_bits_per_char_of_characters_is_the_usual_measure():
+    corpus = data.char_corpus(SENNRICH * 400)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(len(corpus.vocab), 8), torch.nn.Linear(8, len(corpus.vocab))
+    )
+    ones = torch.ones(len(corpus.vocab), dtype=torch.long)
+    usual = train.bits_per_char(train.lm_heldout_loss(model, corpus.val, seq_len=16))
+    assert bits_per_char(model, corpus.val, ones, 16) == pytest.approx(usual, rel=1e-6)
