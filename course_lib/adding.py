@@ -202,7 +202,7 @@ def marked_value_gain(model, T, n=4000, seed=10_000):
     marker sits at p < T/2, the second at p >= T/2; its lag to the read-out is T - 1 - p.
     -> (T,) float
     """
-    x, _, where = _test_set(T, n, seed)  # noqa: RUF059 (unchanged: committed sweeps fingerprint this code)
+    x, _, _ = _test_set(T, n, seed)
     x = x.clone().requires_grad_()
     was_training = model.training
     model.eval()

@@ -89,7 +89,7 @@ def date_sources(source):
     date_sources("9 may 2018") == {2: (8,), 3: (9,), 5: (2, 3, 4), 6: (2, 3, 4), 8: (0,), 9: (0,)}
     """
     fields = date_fields(source)
-    year_start, year_end = fields["year"]  # noqa: RUF059 (unchanged: a committed sweep fingerprints this code)
+    _, year_end = fields["year"]
     out = _field_sources((year_end - 2, year_end), 2, 2)  # "yy" of yyyy (or of a 2-digit year)
     month_start, month_end = fields["month"]
     if source[month_start].isalpha():

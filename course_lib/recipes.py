@@ -2,18 +2,13 @@
 
 A recipe is everything that turns a model and data into a trained model: the loss, the
 batches, the optimiser, the learning-rate schedule, the clipping, the seeds. Writing it once
-here means a chapter and its benchmark train the same way, and a committed sweep can record a
-fingerprint of the recipe that produced it (`course_lib.evidence`).
+here means a chapter and its benchmark train the same way.
 
     train_lm           next-character language models (the RNNs of chapter 2, the GPT of chapter 10),
                        on random windows or, stateful, on consecutive windows of parallel streams
     train_char_lm      chapter 2's recipe: a CharLM built and trained with train_lm
     train_seq2seq      recurrent encoder-decoders (chapters 3 and 4)
     train_transformer  the encoder-decoder Transformer (chapter 9)
-
-The masked language model's recipe, `mlm.train_mlm`, lives beside its model in `course_lib.mlm`
-(the committed sweeps of the GPT fingerprint this module whole, so a recipe added here would
-make them stale without changing them).
 
 Each returns the `course_lib.train.History` of `fit` (train_char_lm also the model). Seed the
 model's initialisation yourself (`seed_everything(seed)` before building it); `seed` here
