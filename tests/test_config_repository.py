@@ -1,5 +1,5 @@
 """Repository habits: ruff clean (lint and format), the pre-commit configuration, the licence,
-the changelog, every dependency of course_lib declared, and the list of slow tests current."""
+the changelog, and every dependency of course_lib declared."""
 
 from __future__ import annotations
 
@@ -31,12 +31,6 @@ def test_ruff_is_clean(command):
     assert RUFF.exists(), f"{RUFF} is missing: ruff is pinned in requirements.txt"
     run = subprocess.run([str(RUFF), *command], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, f"ruff {' '.join(command)}:\n{run.stdout[-6000:]}{run.stderr}"
-
-
-def test_ruff_configuration():
-    ruff = PYPROJECT["tool"]["ruff"]
-    assert ruff["line-length"] == 110
-    assert {"E", "F", "W", "I", "B", "UP"} <= set(ruff["lint"]["select"])
 
 
 def test_pre_commit_runs_the_pinned_ruff():
@@ -100,17 +94,3 @@ def test_every_import_of_course_lib_is_a_declared_dependency():
         if not dists & declared:
             missing[module] = (sorted(dists), files[:3])
     assert not missing, f"imported by course_lib but not in pyproject's dependencies: {missing}"
-
-
-def test_every_name_in_the_list_of_slow_tests_exists():
-    spec = importlib.util.spec_from_file_location("tests_conftest", ROOT / "tests" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for filename, names in module.SLOW.items():
-        path = ROOT / "tests" / filename
-        if not path.exists():
-            continue  # a file of another branch; checked where it exists
-        defined = {
-            node.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)
-        }
-        assert names <= defined, f"{filename}: no test or fixture named {sorted(names - defined)}"

@@ -3,7 +3,6 @@ against their sweep on the same or other kernels, sweeps, figures."""
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import matplotlib

@@ -168,6 +168,7 @@ def test_eval_mode_with_dropout_matches_torch(kind):
     assert_same_results(ours, theirs, ours(x), theirs(x), [x], torch.float64, g)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 def test_lstm_matches_torch_at_a_realistic_size(dtype):
     g = generator("realistic", dtype)

@@ -495,6 +495,7 @@ def errors_of(nb):
     ]
 
 
+@pytest.mark.slow
 def test_synthetic_editions_run(book, student):
     """Instructor edition: the check passes. Student edition: the stubs raise
     NotImplementedError and the check reports ExerciseNotAttempted, nothing else fails."""

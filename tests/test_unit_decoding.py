@@ -151,6 +151,7 @@ def test_select_rows_reorders_nested_states():
     assert cache.k.shape[0] == 3  # the original is untouched
 
 
+@pytest.mark.slow
 def test_gpt_with_a_kv_cache_generates_what_it_generates_without():
     torch.manual_seed(0)
     gpt = GPT(GPTConfig(vocab_size=13, block_size=12, n_layer=2, n_head=4, n_embd=16)).eval()

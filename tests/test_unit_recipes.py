@@ -81,6 +81,7 @@ def test_train_seq2seq_learns_to_copy(one_thread):
     assert metrics["exact_match"] > 0.9, metrics
 
 
+@pytest.mark.slow
 def test_train_transformer_learns_to_reverse(one_thread):
     vocab = data.Vocab.from_text("abcdef")
     pairs = [(s, s[::-1]) for s, _ in data.copy_pairs(3000, seed=0, min_len=2, max_len=5, alphabet="abcdef")]

@@ -194,6 +194,7 @@ def test_teacher_forcing_equals_step_by_step(kw):
             assert torch.allclose(weights.sum(-1), torch.ones(3, 5), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_padding_does_not_change_the_output():
     """A sequence gives the same logits alone or padded in a batch with a longer one."""
     for kw in ALL_MODELS:
@@ -387,6 +388,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention,score", [(None, None), ("bahdanau", "concat"), ("luong", "dot")])
 def test_learns_to_copy_short_strings(attention, score, one_thread):
     train.seed_everything(0)

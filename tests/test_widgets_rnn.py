@@ -65,12 +65,14 @@ def test_linear_norms_are_exactly_gain_to_the_t():
         assert torch.allclose(norms, gain ** torch.arange(31, dtype=torch.float64), rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_tanh_vanishes_below_and_at_gain_one_and_explodes_at_two():
     assert jacobian_norms(0.9, "tanh")[100] < 1e-10
     assert jacobian_norms(1.0, "tanh")[100] < 1e-6
     assert jacobian_norms(2.0, "tanh")[100] > 1e3
 
 
+@pytest.mark.slow
 def test_gradient_reach_of_the_lstm_grows_with_the_forget_bias():
     reach = {b: gradient_reach("lstm", b, steps=50)["reach"][50].item() for b in (0.0, 1.0, 3.0)}
     assert reach[0.0] < 1e-6 < reach[1.0] < 1e-2 < reach[3.0]
@@ -147,6 +149,7 @@ def temperature(tiny_lm):
     return TemperatureExplorer(model, vocab, text, prompt="the ", length=40)
 
 
+@pytest.mark.slow
 def test_one_frame_per_combination(flow, forget, temperature):
     assert set(flow.spec["frames"]) == {
         frame_key((i, j)) for i in range(len(GAIN_OPTIONS)) for j in range(len(NONLINEARITY_OPTIONS))
@@ -155,12 +158,14 @@ def test_one_frame_per_combination(flow, forget, temperature):
     assert len(temperature.spec["frames"]) == len(TEMPERATURE_OPTIONS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["flow", "forget", "temperature"])
 def test_specs_are_json_and_small(name, request):
     text = json.dumps(request.getfixturevalue(name).spec)
     assert len(text) < 120_000
 
 
+@pytest.mark.slow
 def test_flow_frames_hold_the_measured_norms(flow):
     for nonlinearity in NONLINEARITY_OPTIONS:
         frame = flow.frame(gain=1.1, nonlinearity=nonlinearity)
@@ -171,6 +176,7 @@ def test_flow_frames_hold_the_measured_norms(flow):
         assert reference["y"][25] == pytest.approx(1.1**50, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_flow_numbers_move_with_the_gain(flow):
     low = stats(flow.frame(gain=0.5, nonlinearity="linear"))
     one = stats(flow.frame(gain=1.0, nonlinearity="linear"))
@@ -179,6 +185,7 @@ def test_flow_numbers_move_with_the_gain(flow):
     assert low["factor"] == pytest.approx(0.5, rel=1e-3) and high["factor"] == pytest.approx(2.0, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_forget_frames_increase_with_the_bias(forget):
     values = [stats(forget.frame(forget_bias=b)) for b in FORGET_BIAS_OPTIONS]
     means = [v["forget_mean"] for v in values]
@@ -189,6 +196,7 @@ def test_forget_frames_increase_with_the_bias(forget):
     assert all(v["rnn_25"] == values[0]["rnn_25"] for v in values)  # the reference does not move
 
 
+@pytest.mark.slow
 def test_temperature_frames(temperature, tiny_lm):
     model, vocab, _ = tiny_lm
     frames = [temperature.frame(temperature=t) for t in TEMPERATURE_OPTIONS]
@@ -206,6 +214,7 @@ def test_temperature_frames(temperature, tiny_lm):
         assert all(s.startswith("the ") and len(s) <= 44 for s in f["samples"]["lines"])  # <unk> drops
 
 
+@pytest.mark.slow
 def test_traits_and_bad_values(flow):
     assert flow.gain == 1.0 and flow.nonlinearity == "tanh"
     with pytest.raises(ValueError, match="gain"):
@@ -218,6 +227,7 @@ def test_traits_and_bad_values(flow):
         flow.frame(gain=0.33)
 
 
+@pytest.mark.slow
 def test_static_figures(flow, forget, temperature):
     for explorer, selections in [
         (flow, [{"gain": 0.9}, {"gain": 2.0, "nonlinearity": "relu"}]),
