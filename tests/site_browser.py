@@ -11,6 +11,7 @@ import http.server
 import os
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,19 @@ def explorer_stat(page, explorer, name):
     """The number an explorer shows for one statistic (its data-value attribute)."""
     cell = page.locator(f"[data-explorer='{explorer}'] [data-stat='{name}']").first
     return float(cell.get_attribute("data-value"))
+
+
+@contextmanager
+def explorer_on_page(browser, server, path, explorer, ready):
+    """The built page `path` opened until `explorer` is drawn (`ready`: a CSS selector inside it,
+    or the name of one of its data-stat values); yields (page, the explorer's root element). On
+    leaving, asserts that the page logged no error and asked for nothing outside the site."""
+    assert (SITE / path).exists(), f"the built site has no {path}: rebuild it (make book)"
+    visit = PageVisit(browser, server, path)
+    inside = ready if ready.startswith("[") else f"[data-stat='{ready}']"
+    try:
+        visit.page.wait_for_selector(f"[data-explorer='{explorer}'] {inside}", timeout=20000)
+        yield visit.page, visit.page.locator(f"[data-explorer='{explorer}']").first
+        assert visit.errors == [] and visit.external == [], (visit.errors, visit.external)
+    finally:
+        visit.close()

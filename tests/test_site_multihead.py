@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from site_browser import PageVisit, explorer_stat
+from site_browser import explorer_on_page, explorer_stat
 
 pytestmark = pytest.mark.site
 
@@ -21,11 +21,8 @@ def _matrix(root, panel):
 
 
 def test_heads_explorer_shows_one_map_per_head(browser, server):
-    visit = PageVisit(browser, server, MASKS_PAGE)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='heads'] [data-panel='maps'][data-count]", timeout=20000)
-        root = page.locator("[data-explorer='heads']").first
+    maps_drawn = "[data-panel='maps'][data-count]"
+    with explorer_on_page(browser, server, MASKS_PAGE, "heads", maps_drawn) as (page, root):
         panel = root.locator("[data-panel='maps']")
         slider = root.locator("[data-control='heads'] input[type=range]")
         assert panel.get_attribute("data-count") == "2"  # starts at h = 2
@@ -46,17 +43,10 @@ def test_heads_explorer_shows_one_map_per_head(browser, server):
         before = panel.get_attribute("data-values")
         root.locator("[data-control='example'] select").select_option(value="2")
         assert panel.get_attribute("data-values") != before
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()
 
 
 def test_masks_explorer_toggles_padding_and_causal(browser, server):
-    visit = PageVisit(browser, server, MASKS_PAGE)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='masks'] [data-stat='future_weight']", timeout=20000)
-        root = page.locator("[data-explorer='masks']").first
+    with explorer_on_page(browser, server, MASKS_PAGE, "masks", "future_weight") as (page, root):
         padding = root.locator("[data-control='padding'] input[type=checkbox]")
         causal = root.locator("[data-control='causal'] input[type=checkbox]")
         root.locator("[data-control='sequence'] select").select_option(value="1")  # "dogs bark" + 4 pads
@@ -86,17 +76,10 @@ def test_masks_explorer_toggles_padding_and_causal(browser, server):
         assert root.get_attribute("data-frame") == "1|0|1"
         w = _matrix(root, "weights")
         assert all(w[i][j] == 0 for i in range(6) for j in range(i + 1, 6))
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()
 
 
 def test_positions_explorer_reacts(browser, server):
-    visit = PageVisit(browser, server, POSITIONS_PAGE)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='positions'] [data-stat='curve_spread']", timeout=20000)
-        root = page.locator("[data-explorer='positions']").first
+    with explorer_on_page(browser, server, POSITIONS_PAGE, "positions", "curve_spread") as (page, root):
         assert root.get_attribute("data-frame") == "2|1"  # d = 64, base 10000
         assert len(_matrix(root, "table")[0]) == 64
         assert explorer_stat(page, "positions", "curve_spread") < 1e-6
@@ -110,6 +93,3 @@ def test_positions_explorer_reacts(browser, server):
         assert explorer_stat(page, "positions", "similarity_10") < paper - 0.2
         curves = _matrix(root, "similarity")
         assert len(curves) == 3 and all(abs(a - b) < 1e-6 for a, b in zip(curves[0], curves[2]))
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()

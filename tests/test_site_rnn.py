@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from site_browser import SITE, PageVisit, explorer_stat
+from site_browser import explorer_on_page, explorer_stat
 
 pytestmark = pytest.mark.site
 
@@ -15,21 +15,12 @@ CHAPTER_1 = "book/01_sequences_and_rnns.html"
 CHAPTER_2 = "book/02_lstm_and_gru.html"
 
 
-def _visit(browser, server, path):
-    assert (SITE / path).exists(), f"the built site has no {path}: rebuild it (make book)"
-    return PageVisit(browser, server, path)
-
-
 def _values(root, panel):
     return root.locator(f"[data-panel='{panel}']").get_attribute("data-values")
 
 
 def test_gradient_flow_explorer_reacts_without_a_kernel(browser, server):
-    visit = _visit(browser, server, CHAPTER_1)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='gradient_flow'] [data-stat='norm_100']", timeout=20000)
-        root = page.locator("[data-explorer='gradient_flow']").first
+    with explorer_on_page(browser, server, CHAPTER_1, "gradient_flow", "norm_100") as (page, root):
         slider = root.locator("[data-control='gain'] input[type=range]")
         select = root.locator("[data-control='nonlinearity'] select")
 
@@ -56,17 +47,10 @@ def test_gradient_flow_explorer_reacts_without_a_kernel(browser, server):
         assert root.get_attribute("data-frame") == "0|1"
         assert explorer_stat(page, "gradient_flow", "norm_100") < 1e-25
         assert _values(root, "norms") != curve
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()
 
 
 def test_forget_bias_explorer_reacts_without_a_kernel(browser, server):
-    visit = _visit(browser, server, CHAPTER_2)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='forget_bias'] [data-stat='lstm_25']", timeout=20000)
-        root = page.locator("[data-explorer='forget_bias']").first
+    with explorer_on_page(browser, server, CHAPTER_2, "forget_bias", "lstm_25") as (page, root):
         slider = root.locator("[data-control='forget_bias'] input[type=range]")
 
         assert root.get_attribute("data-frame") == "2"  # bias 0
@@ -86,17 +70,10 @@ def test_forget_bias_explorer_reacts_without_a_kernel(browser, server):
         assert explorer_stat(page, "forget_bias", "forget_mean") > 0.98
         assert explorer_stat(page, "forget_bias", "lstm_25") > 0.5 > reach_1
         assert explorer_stat(page, "forget_bias", "rnn_25") == rnn_0  # the RNN reference stays
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()
 
 
 def test_temperature_explorer_reacts_without_a_kernel(browser, server):
-    visit = _visit(browser, server, CHAPTER_2)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='temperature'] [data-stat='entropy']", timeout=20000)
-        root = page.locator("[data-explorer='temperature']").first
+    with explorer_on_page(browser, server, CHAPTER_2, "temperature", "entropy") as (page, root):
         slider = root.locator("[data-control='temperature'] input[type=range]")
 
         assert root.get_attribute("data-frame") == "5"  # temperature 1
@@ -116,6 +93,3 @@ def test_temperature_explorer_reacts_without_a_kernel(browser, server):
         assert explorer_stat(page, "temperature", "entropy") > entropy_1 > 0
         assert explorer_stat(page, "temperature", "top_prob") < 0.5
         assert json.loads(_values(root, "samples")) != samples_1
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()

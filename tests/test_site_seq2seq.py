@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from site_browser import PageVisit, explorer_stat
+from site_browser import explorer_on_page, explorer_stat
 
 pytestmark = pytest.mark.site
 
@@ -20,11 +20,7 @@ def _values(root, panel):
 
 
 def test_score_explorer_reacts_without_a_kernel(browser, server):
-    visit = PageVisit(browser, server, PAGE)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='scores'] [data-stat='max_weight']", timeout=20000)
-        root = page.locator("[data-explorer='scores']").first
+    with explorer_on_page(browser, server, PAGE, "scores", "max_weight") as (page, root):
         select = root.locator("[data-control='score'] select")
         angle = root.locator("[data-control='angle'] input[type=range]")
         length = root.locator("[data-control='length'] input[type=range]")
@@ -54,17 +50,10 @@ def test_score_explorer_reacts_without_a_kernel(browser, server):
             page.keyboard.press("ArrowRight")
         assert root.get_attribute("data-frame") == "2|3|0"
         assert explorer_stat(page, "scores", "argmax_key") == 2
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()
 
 
 def test_alignment_explorer_switches_models_and_examples(browser, server):
-    visit = PageVisit(browser, server, PAGE)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='alignment'] [data-stat='exact_match']", timeout=20000)
-        root = page.locator("[data-explorer='alignment']").first
+    with explorer_on_page(browser, server, PAGE, "alignment", "exact_match") as (page, root):
         model = root.locator("[data-control='model'] select")
         example = root.locator("[data-control='example'] select")
         options = model.locator("option").all_text_contents()
@@ -90,6 +79,3 @@ def test_alignment_explorer_switches_models_and_examples(browser, server):
         example.select_option("3")
         assert root.get_attribute("data-frame") == f"{options.index(weak)}|3"
         assert json.loads(_values(root, "alignment")) != matrix
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from site_browser import PageVisit, explorer_stat
+from site_browser import explorer_on_page, explorer_stat
 
 pytestmark = pytest.mark.site
 
@@ -20,11 +20,7 @@ def _matrix(root):
 
 
 def test_layer_head_explorer_reacts_without_a_kernel(browser, server):
-    visit = PageVisit(browser, server, PAGE)
-    page = visit.page
-    try:
-        page.wait_for_selector("[data-explorer='layer_head'] [data-stat='entropy']", timeout=20000)
-        root = page.locator("[data-explorer='layer_head']").first
+    with explorer_on_page(browser, server, PAGE, "layer_head", "entropy") as (page, root):
         kind = root.locator("[data-control='kind'] select")
         example = root.locator("[data-control='example'] select")
         layer = root.locator("[data-control='layer'] input[type=range]")
@@ -64,6 +60,3 @@ def test_layer_head_explorer_reacts_without_a_kernel(browser, server):
         example.select_option("1")
         assert root.get_attribute("data-frame") == "1|2|1|3"
         assert len(_matrix(root)[0]) != len(cross[0])
-        assert visit.errors == [] and visit.external == []
-    finally:
-        visit.close()
