@@ -1,0 +1,92 @@
+"""The shape of the code: course_lib (what the chapters teach, what a learner installs) has no
+import circle and does not reach into the machinery that builds and publishes the book."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MACHINERY = ("coursekit", "benchmarks", "tools", "nbformat", "nbgrader", "yaml", "sphinx", "myst_parser")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """The modules `path` imports, anywhere in its code, relative imports resolved."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found |= {f"{base}.{alias.name}" for alias in node.names} | {base}
+    return found
+
+
+def course_lib_graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in (ROOT / "course_lib").rglob("*.py")}
+    return {name: {m for m in imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def find_circle(graph):
+    """One import circle as a list of modules, or None."""
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [nxt])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start, [start])
+            if found:
+                return found
+    return None
+
+
+def test_course_lib_has_no_import_circle():
+    graph = course_lib_graph()
+    print(f"{len(graph)} modules, {sum(map(len, graph.values()))} imports between them")
+    assert find_circle(graph) is None, " -> ".join(find_circle(graph))
+
+
+def test_the_circle_finder_finds_one():
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_circle({"a": {"b"}, "b": set()}) is None
+
+
+def test_course_lib_does_not_reach_into_the_publishing_machinery():
+    """What builds, tests and publishes the book (coursekit, benchmarks, tools, nbformat, nbgrader,
+    Sphinx) is not imported by anything a learner installs."""
+    reached = {
+        module_name(p): sorted(m for m in imports(p) if m.split(".")[0] in MACHINERY)
+        for p in (ROOT / "course_lib").rglob("*.py")
+    }
+    reached = {k: v for k, v in reached.items() if v}
+    assert not reached, reached
+
+
+def test_the_learner_package_is_course_lib_alone():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = config["tool"]["setuptools"]["packages"]
+    assert all(p == "course_lib" or p.startswith("course_lib.") for p in packages), packages
+    on_disk = {module_name(p.parent) for p in (ROOT / "course_lib").rglob("__init__.py")}
+    assert set(packages) == on_disk, f"packaged {sorted(packages)}, on disk {sorted(on_disk)}"
