@@ -1,121 +1,298 @@
-"""Chapter 10's capstone: the GPT over seeds, weight tying, the GPT against an LSTM of its size,
-and KV-cached generation. The sweeps are committed in course_lib/sweeps/ and drawn by
+"""Chapter 10's capstone: the GPT over seeds and learning rates (tied and untied), the GPT against an
+LSTM of its size at several budgets and two contexts, the step times behind the equal-time
+comparison, and KV-cached generation. The sweeps are committed in course_lib/sweeps/ and drawn by
 book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
 
-    python benchmarks/sweep.py gpt_capstone             # the GPT, untied and tied, 3 seeds
-    python benchmarks/sweep.py gpt_vs_lstm --jobs 2     # GPT and LSTM at other learning rates
-    python benchmarks/run.py --only kv_cache            # the KV cache's speed-up
+    nice -n 10 python benchmarks/sweep.py gpt_capstone --jobs 1       # the page's GPT, tied/untied, 3 lr
+    nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx64 --jobs 1  # the race, context 64
+    nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx256 --jobs 1 # the race, context 256
+    nice -n 10 python benchmarks/sweep.py lm_step_time --jobs 1       # ms per step, interleaved
+    python benchmarks/run.py --only kv_cache                          # the KV cache's speed-up
 
-Every model: the chapter's recipe (recipes.GPT_RECIPE: AdamW, warm-up then cosine decay,
-batches of 12 windows of 64 characters), the learning rate from the point, held-out bits per
-character on the whole validation text read in windows of 64; one torch thread.
+The GPT is nanoGPT's baby GPT (course_lib.gpt.GPTConfig's defaults: 4 blocks, 4 heads, width
+128, no biases, tied embedding). The LSTM is CharLM with two layers of 243 units and embeddings
+of 64: 806,716 parameters against the GPT's 809,088 at context 64 (833,664 at context 256, whose
+position table is four times longer). One torch thread.
 """
 
+import itertools
+import re
 import time
 
 import torch
+import torch.nn.functional as F
 from common import SweepSpec, record
 
 from course_lib import data, recipes, train
 from course_lib.charlm import CharLM
-from course_lib.gpt import GPT, GPTConfig
+from course_lib.gpt import GPT, GPTConfig, known_word_share
 
 STEPS = 1350  # chapter 10's live run
-GPT_SHAPE = {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64}  # nanoGPT's baby GPT
-# Two LSTM layers of 246 units (char-rnn's shape), embeddings of 64: 825,448 parameters
-# against the GPT's 828,264.
-LSTM_SHAPE = {"embed_size": 64, "hidden_size": 246, "num_layers": 2}
-METRICS = {
-    "bpc": {"unit": "bits/char", "higher_is_better": False},
-    "train_seconds": {"unit": "s", "higher_is_better": False},
-    "params": {"unit": "parameters", "higher_is_better": False},
-}
+LSTM_SHAPE = {"embed_size": 64, "hidden_size": 243, "num_layers": 2}
 
 
-def build(model, vocab_size, tie_weights=False):
-    """The chapter's GPT, or the LSTM of about its size."""
+def build(model, vocab_size, context=64, tie_weights=True):
+    """The capstone GPT ("gpt"), or the LSTM of its size written from the equations in
+    course_lib.rnn ("lstm_course") or torch's fused nn.LSTM holding the same initial weights
+    ("lstm"): the same function (tests/test_parity_rnn.py), computed faster."""
     if model == "gpt":
-        return GPT(GPTConfig(vocab_size, **GPT_SHAPE, tie_weights=tie_weights))
-    return CharLM(vocab_size, "lstm", **LSTM_SHAPE)
+        return GPT(GPTConfig(vocab_size, block_size=context, tie_weights=tie_weights))
+    lm = CharLM(vocab_size, "lstm", **LSTM_SHAPE)
+    if model == "lstm":
+        fused = torch.nn.LSTM(LSTM_SHAPE["embed_size"], LSTM_SHAPE["hidden_size"],
+                              LSTM_SHAPE["num_layers"], batch_first=True)
+        fused.load_state_dict(lm.rnn.state_dict())
+        lm.rnn = fused
+    return lm
 
 
-def lm_run(point, seed, config):
-    """One model trained `steps` with GPT_RECIPE at the point's learning rate: held-out bits per
-    character, training seconds (one thread), parameters."""
+# ---------------------------------------------------------------------------
+# The page's GPT: nanoGPT's recipe for 1350 steps, tied and untied, three learning rates
+# ---------------------------------------------------------------------------
+
+
+SAMPLING = {"plain": {}, "t08": {"temperature": 0.8}, "top5": {"top_k": 5}, "p09": {"top_p": 0.9}}
+
+
+def sampled_word_shares(model, corpus, prompt="The ", n=200, seed=0):
+    """For each way of sampling in SAMPLING: n continuations of `prompt` up to the context's end,
+    and the share of their complete words that occur in the training text (gpt.known_word_share)."""
+    known = set(re.findall(r"[A-Za-z]+", corpus.vocab.decode(corpus.train.tolist())))
+    ids = torch.tensor([corpus.vocab.encode(prompt)] * n)                   # (n, P)
+    length = model.config.block_size - ids.shape[1]
+    shares = {}
+    for name, kwargs in SAMPLING.items():
+        out = model.generate(ids, length, generator=torch.Generator().manual_seed(seed), **kwargs)
+        texts = [corpus.vocab.decode(row) for row in out[:, ids.shape[1]:].tolist()]
+        shares[f"words_{name}"] = known_word_share(texts, known)[0]
+    return shares
+
+
+def capstone_run(point, seed, config):
+    """The page's run: the GPT trained `steps` with GPT_RECIPE (warm-up, cosine decay) at the
+    point's learning rate -> held-out bits per character on the validation and test texts
+    (windows of 64), training seconds, parameters, and the share of real words in its samples
+    (sampled_word_shares)."""
     corpus = data.char_corpus()
     torch.manual_seed(seed)
-    model = build(point["model"], len(corpus.vocab), point.get("tie_weights", False))
+    model = build("gpt", len(corpus.vocab), tie_weights=point["tie_weights"])
     recipe = dict(recipes.GPT_RECIPE, lr=point["lr"])
-    history = recipes.train_lm(
-        model,
-        corpus,
-        point["steps"],
-        **recipe,
-        seed=seed,
-        eval_seq_len=config["eval_seq_len"],
-        progress=False,
-    )
+    history = recipes.train_lm(model, corpus, point["steps"], **recipe, seed=seed,
+                               eval_seq_len=config["eval_seq_len"], progress=False)
+    test = train.lm_heldout_loss(model, corpus.test, seq_len=config["eval_seq_len"])
     return {
         "bpc": train.bits_per_char(history.evals[-1][1]),
+        "test_bpc": train.bits_per_char(test),
         "train_seconds": history.seconds,
         "params": train.count_parameters(model),
+        **sampled_word_shares(model, corpus),
     }
 
 
-CONFIG = {"eval_seq_len": 64}
-
-
-def lm_sweep(**fields):
-    """A sweep of `lm_run` with this module's configuration, recipe, modules and metrics."""
-    return SweepSpec(run=lm_run, config=CONFIG, smoke={"steps": 8}, metrics=METRICS, **fields)
-
-
 SWEEPS = {
-    "gpt_capstone": lm_sweep(
-        title=f"The capstone GPT, {STEPS} steps, with and without weight tying (learning rate 0.001)",
-        points=[{"model": "gpt", "lr": 1e-3, "steps": STEPS, "tie_weights": tie} for tie in (False, True)],
-        records=[("bpc", "capstone_gpt_heldout_bpc/tie_weights={tie_weights}")],
-        description="Chapter 10's GPT (4 blocks, 4 heads, width 128, context 64) trained for the "
-        "chapter's 1350 steps with GPT_RECIPE, as the page trains it (seed 0 is the page's run, on one "
-        "thread instead of two); and the same model with its output layer tied to the token embedding "
-        "(Press & Wolf 2017). 3 seeds.",
+    "gpt_capstone": SweepSpec(
+        title=f"The capstone GPT, {STEPS} steps of nanoGPT's recipe, tied and untied, at three "
+        "learning rates",
+        run=capstone_run,
+        points=[{"lr": lr, "steps": STEPS, "tie_weights": tie} for tie in (True, False)
+                for lr in (1e-3, 2e-3, 4e-3)],
+        config={"eval_seq_len": 64},
+        smoke={"steps": 8},
+        metrics={
+            "bpc": {"unit": "bits/char", "higher_is_better": False},
+            "test_bpc": {"unit": "bits/char", "higher_is_better": False},
+            "train_seconds": {"unit": "s", "higher_is_better": False},
+            "params": {"unit": "parameters", "higher_is_better": False},
+            **{f"words_{name}": {"unit": "share of sampled words found in the training text",
+                                 "higher_is_better": True} for name in SAMPLING},
+        },
+        margins={"tying": 0.02, "sampling": 0.03},
+        records=[("bpc", "capstone_gpt_heldout_bpc/tie_weights={tie_weights}/lr={lr}")],
+        description="Chapter 10's GPT (nanoGPT's baby GPT: 4 blocks, 4 heads, width 128, context 64, "
+        "no biases) trained for the page's 1350 steps with recipes.GPT_RECIPE (AdamW, betas 0.9/0.99, "
+        "weight decay 0.1 on the matrices, 100 warm-up steps, cosine decay to 1e-4, batches of 12 "
+        "windows of 64), with its output layer tied to the token embedding (nanoGPT, GPT-2) or "
+        "separate, each at peak learning rates 0.001 (nanoGPT's), 0.002 and 0.004: tying is judged "
+        "with each variant at its best learning rate on the validation text. Seed 0 of the tied "
+        "model at the chosen rate is the page's live run. Margin 'tying': the smallest difference "
+        "in held-out bits per character that the chapter calls a difference. After training, 200 "
+        "continuations of 'The ' to the end of the context (60 characters) for each way of sampling "
+        "(plain; temperature 0.8; top-k 5; top-p 0.9; generator seed 0): the share of their complete "
+        "words found among the training text's words; margin 'sampling': the smallest difference in "
+        "that share the chapter calls a difference. 3 seeds.",
     ),
 }
 
-# GPT against an LSTM of its size at equal steps: each model at three learning rates a factor of 2
-# apart, around its usual value (the GPT's 0.001 is gpt_capstone's untied point).
-SWEEPS["gpt_vs_lstm"] = lm_sweep(
-    title=f"GPT against an LSTM of the same size, {STEPS} steps each, at several learning rates",
-    points=[{"model": "gpt", "lr": lr, "steps": STEPS} for lr in (5e-4, 2e-3)]
-    + [{"model": "lstm", "lr": lr, "steps": STEPS} for lr in (2.5e-3, 5e-3, 1e-2)],
-    records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_steps/{model}/lr{lr}")],
-    description="The capstone GPT (828,264 parameters) at learning rates 0.0005 and 0.002 (0.001: "
-    "gpt_capstone) and a two-layer LSTM (246 units, embeddings 64; 825,448 parameters) at 0.0025, "
-    "0.005 and 0.01, each trained for the chapter's 1350 steps of 12 windows of 64 characters with "
-    "GPT_RECIPE otherwise. 3 seeds.",
+
+# ---------------------------------------------------------------------------
+# GPT against LSTM: one run per (model, context, lr, seed) to the longest budget, evaluated at
+# checkpoints on the validation and test texts, with the loss by position in the context
+# ---------------------------------------------------------------------------
+
+CHECKPOINTS = [250, 500, 750, 1000, 1350, 1500, 2000, 2500, 3000, 3500, 4000]
+RACE_STEPS = CHECKPOINTS[-1]
+EVAL_EVERY = 50  # a divisor of every checkpoint: evaluate_at counts the calls of fit's eval_fn
+
+
+def buckets(context):
+    """Position buckets [0], [1], [2, 3], [4, 7], ... up to the context: (lo, hi) pairs."""
+    edges = [0, 1] + [2**k for k in range(1, context.bit_length())]
+    return list(itertools.pairwise(edges))
+
+
+@torch.no_grad()
+def loss_by_position(model, ids, context, batch_size=32):
+    """Mean cross-entropy (nats) at each position of non-overlapping windows of `context`
+    characters, each read from a fresh state: (context,). Its mean is train.lm_heldout_loss."""
+    n = (len(ids) - 1) // context
+    x = ids[: n * context].view(n, context)                  # (W, T)
+    y = ids[1 : n * context + 1].view(n, context)            # (W, T)
+    total = torch.zeros(context)
+    for i in range(0, n, batch_size):
+        logits = model(x[i : i + batch_size])                # (B, T, V)
+        total += F.cross_entropy(logits.transpose(1, 2), y[i : i + batch_size], reduction="none").sum(0)
+    return total / n
+
+
+def race_metrics(context):
+    bits = {"unit": "bits/char", "higher_is_better": False}
+    metrics = {}
+    for step in CHECKPOINTS:
+        metrics[f"val_bpc_{step}"] = bits
+        metrics[f"test_bpc_{step}"] = bits
+        metrics[f"seconds_{step}"] = {"unit": "s", "higher_is_better": False}
+        for lo, _ in buckets(context):
+            metrics[f"test_pos{lo}_{step}"] = bits
+    metrics["params"] = {"unit": "parameters", "higher_is_better": False}
+    return metrics
+
+
+def race_run(point, seed, config):
+    """One model trained `steps` steps of `tokens_per_step` characters (windows of the point's
+    context) at a warm-up-then-constant learning rate; at each checkpoint: bits per character on
+    the validation and test texts (windows of the context, fresh state each), the test text's
+    by position in the window (buckets), and the seconds since the start."""
+    corpus = data.char_corpus()
+    context = point["context"]
+    torch.manual_seed(seed)
+    model = build(point["model"], len(corpus.vocab), context)
+    results, calls, start = {}, [0], time.perf_counter()
+
+    def evaluate_at(m):  # fit calls this every EVAL_EVERY steps and after the last one
+        calls[0] += 1
+        step = min(calls[0] * EVAL_EVERY, config["steps"])
+        if step not in config["checkpoints"] and step != config["steps"]:
+            return None
+        results[f"seconds_{step}"] = time.perf_counter() - start
+        val = loss_by_position(m, corpus.val, context)
+        test = loss_by_position(m, corpus.test, context)
+        results[f"val_bpc_{step}"] = train.bits_per_char(val.mean().item())
+        results[f"test_bpc_{step}"] = train.bits_per_char(test.mean().item())
+        for lo, hi in buckets(context):
+            results[f"test_pos{lo}_{step}"] = train.bits_per_char(test[lo:hi].mean().item())
+        return results[f"val_bpc_{step}"]
+
+    recipe = dict(recipes.GPT_RECIPE, batch_size=config["tokens_per_step"] // context, seq_len=context,
+                  lr=point["lr"], min_lr=point["lr"], warmup=config["warmup"])  # cosine to lr: constant
+    recipes.train_lm(model, corpus, config["steps"], **recipe, seed=seed, eval_every=EVAL_EVERY,
+                     eval_fn=evaluate_at, progress=False)
+    results["params"] = train.count_parameters(model)
+    return results
+
+
+RACE_CONFIG = {"steps": RACE_STEPS, "checkpoints": CHECKPOINTS, "tokens_per_step": 768, "warmup": 100}
+RACE_DESCRIPTION = (
+    "The capstone GPT (nanoGPT's baby GPT) against an LSTM of its size (CharLM, two layers of 243 "
+    "units, embeddings of 64, torch's fused nn.LSTM holding the course LSTM's initial weights), "
+    "each trained once per (learning rate, seed) for 4000 steps of 768 characters (12 windows of "
+    "64, or 3 of 256), AdamW as GPT_RECIPE with 100 warm-up steps and then a CONSTANT learning rate, "
+    "so that every checkpoint (250 ... 4000 steps) is an honest shorter budget of the same run. At "
+    "each checkpoint: bits per character on the whole validation and test texts, read in windows "
+    "of the context from a fresh state, and the test text's by position in the window (buckets 0, "
+    "1, 2-3, 4-7, ...), and the wall seconds. The learning rate is chosen on validation, the result "
+    "reported on test. Margin 'race': the smallest held-out difference (bits per character) that "
+    "the chapter calls a win. 3 seeds. "
+)
+SWEEPS["gpt_vs_lstm_ctx64"] = SweepSpec(
+    title="GPT against an LSTM of its size, context 64: held-out bits per character over 4000 steps",
+    run=race_run,
+    points=[{"model": m, "context": 64, "lr": lr} for m, lrs in
+            (("gpt", (1e-3, 2e-3, 4e-3)), ("lstm", (2.5e-3, 5e-3, 1e-2))) for lr in lrs],
+    config=RACE_CONFIG,
+    smoke={"steps": 8},
+    metrics=race_metrics(64),
+    margins={"race": 0.05},
+    records=[("test_bpc_4000", "gpt_vs_lstm_test_bpc/context64/{model}/lr{lr}")],
+    description=RACE_DESCRIPTION + "PLAN_64",
+)
+SWEEPS["gpt_vs_lstm_ctx256"] = SweepSpec(
+    title="GPT against an LSTM of its size, context 256: held-out bits per character over 4000 steps",
+    run=race_run,
+    points=[{"model": m, "context": 256, "lr": lr} for m, lrs in
+            (("gpt", (1e-3, 2e-3, 4e-3)), ("lstm", (2.5e-3, 5e-3, 1e-2))) for lr in lrs],
+    config=RACE_CONFIG,
+    smoke={"steps": 8},
+    metrics=race_metrics(256),
+    margins={"race": 0.05},
+    records=[("test_bpc_4000", "gpt_vs_lstm_test_bpc/context256/{model}/lr{lr}")],
+    description=RACE_DESCRIPTION + "PLAN_256",
 )
 
-# Both models' best learning rates lay at the edge of their grids: one more step out for each.
-SWEEPS["gpt_vs_lstm_edges"] = lm_sweep(
-    title=f"GPT against an LSTM of the same size, {STEPS} steps: one more learning rate each, past the "
-    "best of gpt_vs_lstm",
-    points=[{"model": "gpt", "lr": 4e-3, "steps": STEPS}, {"model": "lstm", "lr": 2e-2, "steps": STEPS}],
-    records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_steps/{model}/lr{lr}")],
-    description="gpt_vs_lstm found each model best at the largest learning rate it tried (GPT 0.002, "
-    "LSTM 0.01); this sweep adds GPT 0.004 and LSTM 0.02. 3 seeds.",
+
+# ---------------------------------------------------------------------------
+# Step times: the GPT, the course's LSTM and torch's fused LSTM, interleaved in one process
+# ---------------------------------------------------------------------------
+
+
+def step_time_run(point, seed, config):
+    """Milliseconds per training step (forward, backward, AdamW) of the three models at the
+    point's context, 768 characters a step: `rounds` rounds, each timing `steps` steps of every
+    model in turn (the order rotates), after `warmup` untimed steps each; the median round."""
+    corpus = data.char_corpus()
+    context = point["context"]
+    models = {}
+    for name in ("gpt", "lstm_course", "lstm"):
+        torch.manual_seed(seed)
+        models[name] = build(name, len(corpus.vocab), context)
+    B = config["tokens_per_step"] // context
+    g = torch.Generator().manual_seed(seed)
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-3) for name, m in models.items()}
+
+    def steps(name, n):
+        for _ in range(n):
+            loss = recipes.lm_loss(models[name], data.lm_batch(corpus.train, B, context, g))
+            optimizers[name].zero_grad()
+            loss.backward()
+            optimizers[name].step()
+
+    times = {name: [] for name in models}
+    for name in models:
+        steps(name, config["warmup"])
+    for r in range(config["rounds"]):
+        names = list(models)[r % 3:] + list(models)[: r % 3]
+        for name in names:
+            t0 = time.perf_counter()
+            steps(name, config["steps"])
+            times[name].append((time.perf_counter() - t0) / config["steps"] * 1000)
+    return {f"{name}_ms": sorted(t)[len(t) // 2] for name, t in times.items()}
+
+
+SWEEPS["lm_step_time"] = SweepSpec(
+    title="Milliseconds per training step: the GPT, the course's LSTM and torch's fused LSTM",
+    run=step_time_run,
+    points=[{"context": 64}, {"context": 256}],
+    config={"tokens_per_step": 768, "warmup": 5, "rounds": 5, "steps": 10},
+    smoke={"rounds": 1},
+    metrics={f"{m}_ms": {"unit": "ms", "higher_is_better": False} for m in ("gpt", "lstm_course", "lstm")},
+    description="One torch thread, 768 characters a step (12 windows of 64 or 3 of 256), AdamW; the "
+    "three models interleaved in one process (5 rounds of 10 steps each, the order rotating; the "
+    "median round). A seed is a repeat. Timings: no reproduction compares them.",
 )
 
-# Equal time: in gpt_vs_lstm (runs two at a time, one thread each) the median GPT run trained 1350
-# steps in 140.9 s and the median LSTM run in 200.3 s, so the LSTM gets 1350 * 140.9 / 200.3 = 950
-# steps in the GPT's time; at the learning rate that was its best in gpt_vs_lstm.
-EQUAL_TIME_STEPS = 950
-SWEEPS["gpt_vs_lstm_equal_time"] = lm_sweep(
-    title=f"The LSTM in the GPT's training time: {EQUAL_TIME_STEPS} steps (learning rate 0.01)",
-    points=[{"model": "lstm", "lr": 1e-2, "steps": EQUAL_TIME_STEPS}],
-    records=[("bpc", "gpt_vs_lstm_heldout_bpc/equal_time/{model}/lr{lr}")],
-    description="The LSTM of gpt_vs_lstm trained for as many steps as fit in the GPT's median "
-    "training time for 1350 steps there (950 steps), at its best learning rate there. 3 seeds.",
-)
+
+# ---------------------------------------------------------------------------
+# Benchmarks (benchmarks/run.py)
+# ---------------------------------------------------------------------------
 
 
 def kv_cache_generate_speedup(args, tokens=500, repeats=3):
@@ -123,7 +300,7 @@ def kv_cache_generate_speedup(args, tokens=500, repeats=3):
     with a context of 512, without and with the KV cache: median seconds of 3, interleaved; the
     value is uncached / cached. The weights are untrained: the time does not depend on them."""
     torch.manual_seed(0)
-    gpt = GPT(GPTConfig(104, **dict(GPT_SHAPE, block_size=tokens + 12))).eval()
+    gpt = GPT(GPTConfig(104, block_size=tokens + 12)).eval()
     prompt = torch.zeros(1, 1, dtype=torch.long)
     times = {True: [], False: []}
     for i in range(repeats):
@@ -146,39 +323,18 @@ def kv_cache_generate_speedup(args, tokens=500, repeats=3):
 
 
 def capstone_headlines(args):
-    """The chapter's headline numbers, read from the committed sweeps (nothing is trained here):
-    the capstone GPT's held-out bits per character (3 seeds; goal <= 2.2), and the GPT against the
-    LSTM at equal steps and at equal time, each GPT and LSTM at its best learning rate (the value
-    is the LSTM's mean, the baseline the GPT's; ratio < 1: the LSTM is better)."""
+    """The capstone GPT's held-out bits per character (the tied model at its best learning rate
+    on validation; 3 seeds; goal <= 2.0), read from the committed sweep: nothing is trained here."""
     from course_lib.evidence import load_sweep
 
-    def spread(s):
-        return {"std": s.std, "min": s.min, "max": s.max, "n": s.n}
-
-    capstone = load_sweep("gpt_capstone").summary("bpc", model="gpt", lr=1e-3, steps=STEPS, tie_weights=False)
-    grid = [load_sweep(name) for name in ("gpt_capstone", "gpt_vs_lstm", "gpt_vs_lstm_edges")]
-
-    def best(model):  # the lowest mean over the learning rates tried, untied
-        points = [
-            (s, p) for s in grid for p in s.select(model=model, steps=STEPS) if not p.get("tie_weights")
-        ]
-        return min((s.summary("bpc", **p) for s, p in points), key=lambda x: x.mean)
-
-    gpt, lstm = best("gpt"), best("lstm")
-    equal_time = load_sweep("gpt_vs_lstm_equal_time")
-    lstm_time = equal_time.summary("bpc", **equal_time.points[0])
+    sweep = load_sweep("gpt_capstone")
+    tied = sweep.select(tie_weights=True, steps=STEPS)
+    best = min(tied, key=lambda p: sweep.summary("bpc", **p).mean)
+    s = sweep.summary("bpc", **best)
+    test = sweep.summary("test_bpc", **best)
     return [
-        record("capstone_gpt_heldout_bpc", capstone.mean, "bits/char", goal=2.2, **spread(capstone)),
-        record(
-            "gpt_vs_lstm_heldout_bpc/equal_steps", lstm.mean, "bits/char", baseline=gpt.mean, **spread(lstm)
-        ),
-        record(
-            "gpt_vs_lstm_heldout_bpc/equal_time",
-            lstm_time.mean,
-            "bits/char",
-            baseline=gpt.mean,
-            **spread(lstm_time),
-        ),
+        record("capstone_gpt_heldout_bpc", s.mean, "bits/char", goal=2.0, lr=best["lr"], std=s.std,
+               min=s.min, max=s.max, n=s.n, test_mean=test.mean),
     ]
 
 

@@ -39,6 +39,7 @@ and attends to the cached keys and values of the earlier ones: the same numbers,
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import torch
@@ -48,7 +49,8 @@ from . import decoding
 from ._checks import check_ids
 from .multihead import KVCache
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "kv_cache_step"]
+__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "gpt2_config", "kv_cache_step",
+           "known_word_share"]
 
 
 @dataclass
@@ -322,3 +324,17 @@ def kv_cache_step(attn, x_t, cache=None):
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), dim=-1)   # (B, h, 1, t + 1)
     y = (weights @ v).transpose(1, 2).reshape(x_t.shape)            # (B, 1, C)
     return attn.c_proj(y), (k, v)
+
+
+def known_word_share(texts, known_words):
+    """How many of the words a model wrote are real: the share of the words of `texts` (runs of
+    letters; a text's last run is dropped unless a non-letter follows it, since it may be cut)
+    that are in the set `known_words` (e.g. every word of the training text).
+    -> (share, number of words)"""
+    words = []
+    for text in texts:
+        runs = re.findall(r"[A-Za-z]+(?=[^A-Za-z])", text)        # complete words only
+        words += runs
+    if not words:
+        raise ValueError("texts hold no complete word")
+    return sum(w in known_words for w in words) / len(words), len(words)
