@@ -300,9 +300,10 @@ def trace_run(fn, *args, **kwargs) -> Smoke:
     import torch
 
     code_seen, classes_seen = set(), set()
+    tracing = [True]  # threads started during the run keep the hook: it stops recording after
 
     def hook(frame, event, arg):
-        if event != "call":
+        if event != "call" or not tracing[0]:
             return
         code = frame.f_code
         code_seen.add((code.co_filename, code.co_firstlineno))
@@ -326,6 +327,7 @@ def trace_run(fn, *args, **kwargs) -> Smoke:
     try:
         result = fn(*args, **kwargs)
     finally:
+        tracing[0] = False
         sys.setprofile(None)
         threading.setprofile(None)
         torch.Tensor.backward = backward
