@@ -20,7 +20,7 @@ One module per topic; each chapter of the book studies one of them.
     widgets     the explorers (anywidget) that also work on the static site
     viz         attention heatmaps and other figures
     evidence    the evidence protocol: per-seed summaries, comparisons asserted with a margin,
-                committed sweeps (course_lib/sweeps/*.json) with fingerprints, live-run overlays, glue
+                committed sweeps (course_lib/sweeps/*.json), a page's live run against them, glue
     exercises   auto-checks for the exercises (the expected outputs they compare with are data;
                 the reference solutions stay with the grader, in coursekit/ of the repository)
 
