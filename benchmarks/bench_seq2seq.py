@@ -339,3 +339,322 @@ SWEEPS["bottleneck_plateau_16k"] = plateau_sweep(
     "bottleneck_plateau_small / _h32 one doubling further: the same model and recipe "
     "(one-cycle schedule over the whole budget) trained for 16000 steps. 3 seeds.",
 )
+
+
+# ---------------------------------------------------------------------------
+# Chapters 3 and 4, second round (REVIEW.md A5-A9, B8-B12, C): a held-out set with no training
+# input in it, exposure bias measured, the reversal at several budgets, the encoders' confounds
+# (parameters, reading direction) and the sqrt(d) mechanism tested by interventions.
+# ---------------------------------------------------------------------------
+
+import torch.nn.functional as F  # noqa: E402
+
+from course_lib import attention as A  # noqa: E402
+from course_lib import decoding  # noqa: E402
+
+
+def _dates_held_out():
+    """_dates() with the held-out inputs that also occur in the training set removed (the same
+    date drawn twice in the same format): 942 of the 1000 remain."""
+    train_pairs, test_pairs, src, tgt = _dates()
+    seen = {s for s, _ in train_pairs}
+    return train_pairs, [(s, t) for s, t in test_pairs if s not in seen], src, tgt
+
+
+@torch.no_grad()
+def exposure_bias(model, pairs, src_vocab, tgt_vocab):
+    """Every target token (<eos> included) predicted twice: teacher forced (the decoder reads the
+    true prefix) and free running (greedy decoding reads its own outputs). Up to a sequence's
+    first error both read the same prefix; after it they differ only in what they read.
+
+    -> tf_accuracy, free_accuracy: over all target tokens; tf_exact: sequences with every
+       teacher-forced token right (the ones greedy decoding gets exactly right);
+       after_tf, after_free: over the tokens after each sequence's first error; after_tokens
+    """
+    was_training = model.training
+    model.eval()
+    batch = data.encode_pairs(pairs, src_vocab, tgt_vocab)
+    gold = batch["tgt_out"]  # (N, T): y_1 .. y_n <eos>, then padding
+    real = gold != tgt_vocab.pad_id  # (N, T)
+    forced = model(batch["src"], batch["src_len"], batch["tgt_in"])[0].argmax(-1)  # (N, T)
+    y0 = torch.full_like(batch["src_len"], tgt_vocab.bos_id)  # (N,) <bos>
+    state = model.start(batch["src"], batch["src_len"])
+    free, _ = decoding.greedy(model.step, y0, state, gold.shape[1], tgt_vocab.eos_id)  # (N, L <= T)
+    free = F.pad(free, (0, gold.shape[1] - free.shape[1]), value=tgt_vocab.eos_id)  # (N, T)
+    tf_right, free_right = (forced == gold) & real, (free == gold) & real  # (N, T)
+    wrong = real & ~tf_right
+    T = gold.shape[1]
+    first = torch.where(wrong.any(1), wrong.int().argmax(1), T)  # (N,): first teacher-forced error
+    after = real & (torch.arange(T) > first[:, None])  # (N, T): the tokens after it
+    model.train(was_training)
+    n, n_after = real.sum().item(), max(after.sum().item(), 1)
+    return {
+        "tf_accuracy": tf_right.sum().item() / n,
+        "free_accuracy": free_right.sum().item() / n,
+        "tf_exact": (~wrong.any(1)).float().mean().item(),
+        "after_tf": tf_right[after].sum().item() / n_after,
+        "after_free": free_right[after].sum().item() / n_after,
+        "after_tokens": after.sum().item(),
+    }
+
+
+def dates_plain_run(point, seed, config):
+    """Chapter 3's date model (no attention) trained `steps`: held-out exact match and
+    per-position accuracy (the held-out inputs in ISO form too), and exposure bias."""
+    train_pairs, test_pairs, src, tgt = _dates_held_out()
+    train.seed_everything(seed)
+    model = S.build_model(
+        len(src), len(tgt), attention=None, hidden_size=config["hidden"], embed_size=config["embed"]
+    )
+    recipes.train_seq2seq(
+        model, train_pairs, src, tgt, point["steps"], lr=config["lr"], seed=seed, progress=False
+    )
+    out = S.evaluate(model, test_pairs, src, tgt)
+    iso = [(s, t) for s, t in test_pairs if s == t]
+    out["iso_exact_match"] = S.evaluate(model, iso, src, tgt)["exact_match"]
+    out.update(exposure_bias(model, test_pairs, src, tgt))
+    return out
+
+
+def _metrics(names, unit="fraction", higher_is_better=True):
+    return {m: {"unit": unit, "higher_is_better": higher_is_better} for m in names}
+
+
+HELD_OUT = "date_pairs(1000, seed=2) minus the inputs that occur in training"
+
+SWEEPS["dates_no_attention"] = SweepSpec(
+    title="Dates without attention (chapter 3): held-out exact match after 300, 1000 and 3000 "
+    "steps, and exposure bias (teacher-forced vs free-running accuracy after the first error)",
+    run=dates_plain_run,
+    points=[{"steps": s} for s in (300, 1000, 3000)],
+    config={"lr": 1e-2, "hidden": 64, "embed": 32, "held_out": HELD_OUT},
+    smoke={"steps": 8},
+    margins={"em_budget": 0.2, "after_error_gap": 0.05},
+    metrics={
+        **_metrics(("exact_match", "position_accuracy", "iso_exact_match", "tf_accuracy", "free_accuracy")),
+        **_metrics(("tf_exact", "after_tf", "after_free")),
+        **_metrics(["after_tokens"], "tokens", False),
+    },
+    description="Chapter 3's encoder-decoder GRU without attention (hidden 64, embeddings 32) on the "
+    "dates with the course's recipe, evaluated on the 942 held-out dates whose input does not occur "
+    "in training. Exposure bias: after a sequence's first error, the accuracy of the remaining "
+    "tokens when the decoder reads the true prefix (teacher forced) and when it reads its own "
+    "outputs (greedy). 3 seeds.",
+)
+
+SWEEPS["copy_reversal"] = SweepSpec(
+    title="Copy task without attention, source reversed, after 1000, 2000 and 4000 steps (the same "
+    "models with the source as is: bottleneck_exact_match, bottleneck_plateau_h64; same seeds)",
+    run=bottleneck_run,
+    points=[{"model": "no_attention", "hidden": 64, "steps": s, "reverse": True} for s in (1000, 2000, 4000)],
+    config=SWEEPS["bottleneck_exact_match"].config,
+    smoke={"steps": 8},
+    margins={"acc_reversed": 0.02},
+    metrics=SWEEPS["bottleneck_exact_match"].metrics,
+    description="bottleneck_exact_match's reversed-source point (250 steps) at three more budgets, "
+    "for chapter 3's reversal section: a run and its partner with the source as is share the "
+    "seed, the initial weights and the order of the batches, so they compare in pairs. 3 seeds.",
+)
+
+
+# Bahdanau's decoder over four encoders: the page's two (one-directional, bidirectional), a
+# one-directional one as wide as the bidirectional one has parameters (84: 106,783 against
+# 106,799), and a one-directional one that reads the source backwards.
+ENCODERS = {
+    "uni": {"hidden_size": 64},
+    "bi": {"hidden_size": 64, "bidirectional": True},
+    "uni_wide": {"hidden_size": 84},
+    "backward": {"hidden_size": 64},
+}
+
+
+def _offset_shares(offsets):
+    n = len(offsets)
+    return {
+        "on_source": sum(o == 0 for o in offsets) / n,
+        "right_of_source": sum(o > 0 for o in offsets) / n,
+        "left_of_source": sum(o < 0 for o in offsets) / n,
+    }
+
+
+def encoders_run(point, seed, config):
+    """Dates: Bahdanau's decoder (additive score) over one of ENCODERS, trained `steps`; held-out
+    exact match, alignment accuracy, and where the largest weight lands relative to the source
+    character (the backward encoder's weights are flipped back into reading order first)."""
+    train_pairs, test_pairs, src, tgt = _dates_held_out()
+    flip = (lambda s: s[::-1]) if point["encoder"] == "backward" else (lambda s: s)
+    train.seed_everything(seed)
+    model = S.build_model(
+        len(src),
+        len(tgt),
+        attention="bahdanau",
+        embed_size=config["embed"],
+        max_src_len=max(len(s) for s, _ in train_pairs) + 4,
+        **ENCODERS[point["encoder"]],
+    )
+    read = [(flip(s), t) for s, t in train_pairs]
+    recipes.train_seq2seq(model, read, src, tgt, point["steps"], lr=config["lr"], seed=seed, progress=False)
+    held_out = [(flip(s), t) for s, t in test_pairs]
+    out = S.evaluate(model, held_out, src, tgt)
+    weights = L.teacher_forced_weights(model, held_out, src, tgt)
+    if point["encoder"] == "backward":
+        weights = [w.flip(-1) for w in weights]  # (T, S): source positions in reading order again
+    sources = [L.date_sources(s) for s, _ in test_pairs]
+    out["alignment_accuracy"] = L.alignment_accuracy(weights, sources)
+    out.update(_offset_shares(L.argmax_offsets(weights, sources)))
+    out["parameters"] = sum(p.numel() for p in model.parameters())
+    return out
+
+
+SWEEPS["dates_encoders"] = SweepSpec(
+    title="Dates: Bahdanau's model with a one-directional, a bidirectional, a parameter-matched "
+    "one-directional and a backward-reading encoder, 300 steps: exact match, alignment accuracy, "
+    "where the largest weight lands",
+    run=encoders_run,
+    points=[{"encoder": e, "steps": 300} for e in ENCODERS],
+    config={"lr": 1e-2, "embed": 32, "held_out": HELD_OUT},
+    smoke={"steps": 8},
+    margins={"alignment_bi_vs_uni": 0.05, "alignment_bi_vs_wide": 0.05, "offset_direction": 0.05},
+    metrics={
+        **_metrics(("exact_match", "position_accuracy", "alignment_accuracy")),
+        **_metrics(("on_source", "right_of_source", "left_of_source")),
+        **_metrics(["parameters"], "parameters", False),
+    },
+    description="Chapter 4's two encoders (the page trains seed 0 of each) and two interventions: "
+    "a one-directional encoder with as many parameters as the bidirectional one (hidden 84), and "
+    "a one-directional encoder that reads the source backwards (its states have read what "
+    "follows a character, not what precedes it). Evaluated on the 942 held-out dates whose input "
+    "does not occur in training. 3 seeds.",
+)
+
+
+class DotOver(torch.nn.Module):
+    """The dot score divided by a constant: q . k / c (c = 1: dot; c = sqrt(d) = 8: scaled dot)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+
+    def forward(self, q, k):
+        return A.dot_score(q, k) / self.c  # (B, T, S)
+
+
+SCORE_VARIANTS = (
+    "bahdanau_concat",
+    "luong_dot",
+    "luong_scaled_dot",
+    "luong_general",
+    "luong_concat",
+    "luong_location",
+    "luong_cosine",
+    "luong_concat_feed",
+    "luong_local_p",
+)
+
+
+@torch.no_grad()
+def attention_statistics(model, pairs, src_vocab, tgt_vocab):
+    """Teacher forced on `pairs`: the variance per component of the queries (the decoder states
+    that score) and of the keys (the encoder states), the standard deviation of the raw products
+    q.k and of the scores the softmax receives, over real (t, j) pairs, and the mean largest
+    weight of an attention row."""
+    calls = []
+    hook = model.decoder.score.register_forward_hook(lambda mod, args, out: calls.append((*args, out)))
+    was_training = model.training
+    model.eval()
+    batch = data.encode_pairs(pairs, src_vocab, tgt_vocab)
+    _, weights = model(batch["src"], batch["src_len"], batch["tgt_in"])  # (B, T, S)
+    hook.remove()
+    model.train(was_training)
+    q = torch.cat([c[0] for c in calls], 1)  # (B, T, H): one call for all steps, or one per step
+    k = calls[0][1]  # (B, S, H)
+    scores = torch.cat([c[2] for c in calls], 1)  # (B, T, S)
+    q_real = batch["tgt_in"] != tgt_vocab.pad_id  # (B, T)
+    k_real = torch.arange(k.shape[1]) < batch["src_len"][:, None]  # (B, S)
+    both = q_real[:, :, None] & k_real[:, None, :]  # (B, T, S)
+    return {
+        "query_var": q[q_real].var(0).mean().item(),
+        "key_var": k[k_real].var(0).mean().item(),
+        "raw_std": (q @ k.transpose(1, 2))[both].std().item(),
+        "score_std": scores[both].std().item(),
+        "max_weight": weights.max(-1).values[q_real].mean().item(),
+    }
+
+
+PROBE_STEPS = (25, 50, 100)
+
+
+def scores_probe_run(point, seed, config):
+    """Dates: one decoder and score (SCORE_VARIANTS, or luong_dot_over_C: the dot score divided by
+    C) trained `steps` at learning rate `lr`; held-out exact match, alignment accuracy, the
+    scores' statistics at the end, and the mean largest attention weight after 25, 50 and 100
+    steps (on 200 held-out dates)."""
+    train_pairs, test_pairs, src, tgt = _dates_held_out()
+    variant = point["variant"]
+    over = variant.startswith("luong_dot_over_")
+    train.seed_everything(seed)
+    model = S.build_model(
+        len(src),
+        len(tgt),
+        hidden_size=config["hidden"],
+        embed_size=config["embed"],
+        max_src_len=max(len(s) for s, _ in train_pairs) + 4,
+        **(dict(attention="luong", score="dot") if over else _variant(variant)),
+    )
+    if over:
+        model.decoder.score = DotOver(float(variant[len("luong_dot_over_") :]))
+    probe, steps_done = {}, [0]
+
+    def eval_fn(m):
+        steps_done[0] += config["probe_every"]
+        if steps_done[0] in PROBE_STEPS:
+            stats = attention_statistics(m, test_pairs[:200], src, tgt)
+            probe[f"max_weight_{steps_done[0]}"] = stats["max_weight"]
+
+    recipes.train_seq2seq(
+        model,
+        train_pairs,
+        src,
+        tgt,
+        point["steps"],
+        lr=point["lr"],
+        seed=seed,
+        progress=False,
+        eval_fn=eval_fn,
+        eval_every=config["probe_every"],
+    )
+    out = S.evaluate(model, test_pairs, src, tgt)
+    weights = L.teacher_forced_weights(model, test_pairs, src, tgt)
+    out["alignment_accuracy"] = L.alignment_accuracy(weights, [L.date_sources(s) for s, _ in test_pairs])
+    out.update(attention_statistics(model, test_pairs, src, tgt))
+    out.update({f"max_weight_{s}": probe.get(f"max_weight_{s}", out["max_weight"]) for s in PROBE_STEPS})
+    return out
+
+
+_SCALES = ("luong_dot", "luong_dot_over_2", "luong_dot_over_4", "luong_scaled_dot")
+
+SWEEPS["dates_scores"] = SweepSpec(
+    title="Dates: every score function after 100 steps; the dot score divided by 1, 2, 4 and 8 "
+    "(= sqrt(d)) after 100, 300 and 1000 steps and at three learning rates",
+    run=scores_probe_run,
+    points=[{"variant": v, "steps": 100, "lr": 1e-2} for v in SCORE_VARIANTS]
+    + [{"variant": v, "steps": 100, "lr": 1e-2} for v in _SCALES[1:3]]
+    + [{"variant": v, "steps": 300, "lr": 1e-2} for v in _SCALES]
+    + [{"variant": v, "steps": 1000, "lr": 1e-2} for v in (_SCALES[0], _SCALES[3])]
+    + [{"variant": v, "steps": 100, "lr": lr} for v in (_SCALES[0], _SCALES[3]) for lr in (3e-3, 3e-2)],
+    config={"hidden": 64, "embed": 32, "probe_every": 25, "held_out": HELD_OUT},
+    smoke={"steps": 8},
+    margins={"em_score": 0.1, "alignment_score": 0.1, "em_local": 0.02, "max_weight_scale": 0.05},
+    metrics={
+        **_metrics(("exact_match", "position_accuracy", "alignment_accuracy")),
+        **_metrics(("query_var", "key_var"), "variance per component", False),
+        **_metrics(("raw_std", "score_std"), "std", False),
+        **_metrics(["max_weight"] + [f"max_weight_{p}" for p in PROBE_STEPS], "weight", False),
+    },
+    description="Chapter 4's table (every score function, the chapter's recipe, 100 steps) on the "
+    "942 held-out dates whose input does not occur in training, and the test of why the scaled "
+    "dot score trails the dot score there: the dot score divided by c = 1, 2, 4, 8 (a dose of the "
+    "same intervention), at longer budgets, and at learning rates 0.003 and 0.03 besides 0.01. "
+    "The mean largest attention weight after 25, 50 and 100 steps measures how flat the softmax "
+    "is early in training. 3 seeds.",
+)
