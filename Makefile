@@ -15,13 +15,14 @@ export ATEN_CPU_CAPABILITY MKL_CBWR ONEDNN_MAX_CPU_ISA
 OTHER_KERNELS ?= ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41
 
 PYTHON ?= python3
+# The machine's cores (nproc, not lowered by an OpenMP setting; 2 where nproc is missing).
+NPROC  := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2)
 # Notebooks executed side by side (the chapters run torch on one thread), and jobs of make
-# itself when `make test` builds the sites, the editions and the PDF.
-JOBS   ?= 2
-# pytest workers: three on two cores, as the browser, venv and kernel start-up tests wait on
-# I/O part of the time (pytest took 801 s with three against 840 s with two: one run each,
-# same machine and session; the spread between runs on this shared machine is as large).
-TEST_JOBS ?= 3
+# itself when `make test` builds the sites, the editions and the PDF: one per core.
+JOBS   ?= $(NPROC)
+# pytest workers: one more than the cores, as the browser, venv and kernel start-up tests wait
+# on I/O part of the time.
+TEST_JOBS ?= $(shell echo $$(( $(NPROC) + 1 )))
 VENV   := .venv
 BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
@@ -31,8 +32,8 @@ STUDENT_SRC := _build/student
 EDITIONS := _build/editions
 JB_BUILD := $(BIN)/jupyter-book build --all -W --keep-going
 
-.PHONY: setup executed book test test-inputs test-fast student student-book learner editions pdf lint \
-        bench clean
+.PHONY: setup executed book test test-inputs test-fast test-unit test-nbval-1 test-nbval-2 test-site \
+        student student-book learner editions pdf lint bench clean
 
 setup: $(PY_OK) $(JS_OK)
 
@@ -58,22 +59,53 @@ executed: setup
 book: executed
 	$(JB_BUILD) --path-output . $(EXECUTED)
 
+# pytest as `make test` and its shards run it. pytest-xdist hands each notebook or test module
+# to one worker (loadscope). COURSE_LIB_THREADS=1 holds the notebooks that ask for more threads
+# (set_threads(2)) to one: the workers share the cores. pytest runs on OTHER_KERNELS: nbval's
+# execution of every notebook is the book on a second kernel set (the tests that need the pinned
+# kernels start their own process).
+PYTEST := $(OTHER_KERNELS) COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope
+
 # Every test: unit, torch parity, widgets, exercises, release, config, the site, the
 # student site and the PDF in Chromium (axe-core included), the editions, and nbval on the
 # student edition of every notebook (pyproject.toml's testpaths: tests and _student/book).
 # What the tests read is built first, JOBS targets at a time (the two sites and the PDF are
-# built side by side once the notebooks are executed). pytest-xdist then hands each notebook
-# or test module to one worker. The 25 slowest tests are listed at the end (where the time
-# goes). COURSE_LIB_THREADS=1 holds chapter 10 (set_threads(2)) to one thread: the workers
-# share two cores. pytest runs on OTHER_KERNELS: nbval's execution of every notebook is the
-# book on a second kernel set (the tests that need the pinned kernels start their own process).
+# built side by side once the notebooks are executed), then one pytest runs everything; the
+# 25 slowest tests are listed at the end (where the time goes).
 test:
 	$(MAKE) --no-print-directory --output-sync=target -j$(JOBS) test-inputs
-	$(OTHER_KERNELS) COURSE_LIB_THREADS=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --durations=25
+	$(PYTEST) --durations=25
 
 test-inputs: book student student-book editions pdf
 
-# Tests that need no notebook run, no built site and no browser (about a minute of CPU on two workers).
+# The same tests in four shards that can run apart (the workflow runs each on its own runner);
+# together they run what `make test` runs (tests/test_config_publishing.py checks it):
+#   test-unit      tests/ but those marked `site`: unit, parity, widgets, exercises, release,
+#                  config, evidence, book (the student edition is written first: a test
+#                  checks that it is current)
+#   test-nbval-1   nbval on the student edition of every other notebook of book/ (the 1st, 3rd, ...)
+#   test-nbval-2   nbval on the others (the 2nd, 4th, ...)
+#   test-site      builds the site, the student site, the editions and the PDF (executing the
+#                  notebooks), then the tests marked `site`
+NOTEBOOKS := $(sort $(filter-out book/instructor_%,$(wildcard book/*.ipynb)))
+every_other = $(foreach i,$(shell seq $(1) 2 $(words $(2))),$(word $(i),$(2)))
+NBVAL_1 := $(patsubst book/%,_student/book/%,$(call every_other,1,$(NOTEBOOKS)))
+NBVAL_2 := $(patsubst book/%,_student/book/%,$(call every_other,2,$(NOTEBOOKS)))
+
+test-unit: student
+	$(PYTEST) tests -m "not site"
+
+test-nbval-1: student
+	$(PYTEST) $(NBVAL_1)
+
+test-nbval-2: student
+	$(PYTEST) $(NBVAL_2)
+
+test-site:
+	$(MAKE) --no-print-directory --output-sync=target -j$(JOBS) book student-book editions pdf
+	$(PYTEST) tests -m site
+
+# Tests that need no notebook run, no built site and no browser: not marked `site` or `slow`.
 test-fast: setup
 	$(BIN)/python -m pytest tests -m "not site and not slow" -n $(JOBS)
 
