@@ -24,6 +24,9 @@ nothing then costs Var(X1) = 1/12.
     adding_mse(model, T)                     held-out mean squared error on fresh sequences
     remembered_values(model, T)              least squares of the prediction on X1 and X2
     temporal_contributions(model, x, y)      dL/dW_hh split into one term per time step
+    train_gated_adding(cell, T, steps, gate_bias)   train_adding for a GRU or an LSTM whose
+                                             memory gate starts with bias gate_bias (chapter 2)
+    train_clipping(clip)                     SGD on an RNN whose gradients explode, clipped or not
 
 The layers are torch's (torch.nn.RNN, LSTM, GRU): they compute what course_lib.rnn computes
 (the parity tests and chapter 1 check it) with fused kernels, three times faster for the LSTM.
@@ -36,11 +39,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_choice, check_int
-from .rnn import rnn_step
+from .rnn import rnn_step, set_forget_bias, set_update_bias
 from .train import fit, seed_everything
 
 __all__ = ["NO_MEMORY_MSE", "ONE_VALUE_MSE", "CELLS", "INITS", "adding_batch", "AddingRegressor",
-           "train_adding", "adding_mse", "remembered_values", "temporal_contributions"]
+           "train_adding", "adding_mse", "remembered_values", "temporal_contributions",
+           "train_gated_adding", "train_clipping"]
 
 NO_MEMORY_MSE = 1 / 6
 ONE_VALUE_MSE = 1 / 12
@@ -143,6 +147,61 @@ def train_adding(cell, T, steps, seed=0, lr=1e-2, hidden_size=32, batch_size=64,
                   lr=lr, clip=clip, eval_fn=lambda m: F.mse_loss(m(x_val), y_val).item(),
                   eval_every=eval_every, progress=progress, desc=f"{cell} T={T}")
     return model, history
+
+
+def train_gated_adding(cell, T, steps, gate_bias=None, seed=0, lr=1e-2, hidden_size=32, eval_every=0,
+                       progress=False):
+    """`train_adding` for a gated cell ("lstm" or "gru") whose memory gate starts with bias
+    gate_bias: the LSTM's forget gate (`rnn.set_forget_bias`), the GRU's update gate
+    (`rnn.set_update_bias`); None keeps torch's initialisation (the gate near 0.5 at first).
+    Same recipe, batches and held-out evaluation as train_adding: with gate_bias=None it gives
+    train_adding's numbers exactly (tested). -> model, history
+    """
+    check_choice("cell", cell, ("lstm", "gru"))
+    seed_everything(seed)
+    model = AddingRegressor(cell, hidden_size)
+    if gate_bias is not None and cell == "lstm":
+        set_forget_bias(model.rnn, gate_bias)  # f = sigmoid(gate_bias + ...) at the start
+    elif gate_bias is not None:
+        set_update_bias(model.rnn, gate_bias)  # z = sigmoid(gate_bias + ...) at the start
+    g = torch.Generator().manual_seed(seed + 1)
+    x_val, y_val, _ = _test_set(T)
+
+    def loss_fn(m, batch):
+        return F.mse_loss(m(batch[0]), batch[1])
+
+    history = fit(model, loss_fn, lambda step: adding_batch(64, T, g)[:2], steps=steps, lr=lr, clip=1.0,
+                  eval_fn=lambda m: F.mse_loss(m(x_val), y_val).item(), eval_every=eval_every,
+                  progress=progress, desc=f"{cell} T={T} gate bias {gate_bias}")
+    return model, history
+
+
+def train_clipping(clip, steps=200, T=40, gain=2.0, lr=0.05, seed=0, hidden_size=32, batch_size=64):
+    """Chapter 1's clipping experiment: a tanh RNN whose W_hh is `gain` times a random orthogonal
+    matrix (every singular value = gain: its Jacobians explode), trained on the adding problem
+    with plain SGD (learning rate lr), the gradient clipped to norm `clip` (None: not clipped).
+
+    -> {"steps_finite": the steps trained before the loss became non-finite (`steps` if it never
+        did), "loss_last50": the mean training loss over the last 50 of those steps}
+    """
+    seed_everything(seed)
+    model = AddingRegressor("rnn", hidden_size, init="orthogonal")
+    with torch.no_grad():
+        model.rnn.weight_hh_l0.mul_(gain)  # gain x an orthogonal matrix
+    g = torch.Generator().manual_seed(seed + 1)
+    losses = []
+
+    def loss_fn(m, batch):
+        loss = F.mse_loss(m(batch[0]), batch[1])
+        losses.append(loss.item())
+        return loss
+
+    try:
+        fit(model, loss_fn, lambda step: adding_batch(batch_size, T, g)[:2], steps=steps,
+            optimizer=torch.optim.SGD(model.parameters(), lr=lr), clip=clip, progress=False)
+    except FloatingPointError:  # fit stops at the first non-finite loss
+        losses.pop()
+    return {"steps_finite": len(losses), "loss_last50": sum(losses[-50:]) / len(losses[-50:])}
 
 
 @torch.no_grad()

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from . import data
 from ._checks import check_choice, check_int
 from .charlm import CharLM
+from .rnn import set_update_bias
 from .seq2seq import seq2seq_loss
 from .train import fit, lm_heldout_loss, seed_everything
 
@@ -129,26 +130,34 @@ def _carried_state_loss():
 
 
 CHAR_LM_RECIPE = {
-    "cells": ("rnn", "gru", "lstm"),
+    "cells": {
+        "rnn": {"hidden_size": 249},
+        "gru": {"hidden_size": 148, "update_bias": 1.0},
+        "lstm": {"hidden_size": 128, "forget_bias": 1.0},
+    },
     "budgets": (300, 1500),
     "lr": 1e-2,
     "seeds": (0, 1, 2),
-    "forget_bias": {"lstm": 1.0},
 }
 """Chapter 2's comparison of the three cells (`benchmarks/bench_rnn.py` runs it as the sweep
-charlm_cells): every cell trained by `train_char_lm` for the same numbers of steps (the
-budgets) at one learning rate, from each seed; the LSTM starts with forget-gate bias 1. A run
-of the larger budget holds the smaller one: with a constant learning rate, its first 300
-steps are the 300-step run, evaluated there."""
+charlm_equal_params): each cell sized to about 99.7k parameters (embedding 32, one recurrent
+layer, read-out), the GRU and the LSTM with the memory gate's bias at 1 (update gate, forget
+gate), all trained by `train_char_lm` for the same numbers of steps (the budgets) at one
+learning rate, from each seed. A run of the larger budget holds the smaller one: with a
+constant learning rate, its first 300 steps are the 300-step run, evaluated there."""
 
 
 def train_char_lm(cell, corpus, steps, batch_size=32, seq_len=64, lr=1e-2, hidden_size=128,
                   embed_size=32, forget_bias=None, seed=0, eval_every=0, eval_chars=None,
-                  eval_fn=None, stateful=False, progress=True):
+                  eval_fn=None, stateful=False, progress=True, update_bias=None):
     """Chapter 2's recipe: a `CharLM` (seeded with `seed`) trained by `train_lm` with Adam,
-    a constant learning rate and gradients clipped to norm 1. Returns (model, history)."""
+    a constant learning rate and gradients clipped to norm 1. The memory gate's initial bias:
+    forget_bias for an LSTM (`rnn.set_forget_bias`), update_bias for a GRU
+    (`rnn.set_update_bias`); None keeps torch's initialisation. Returns (model, history)."""
     seed_everything(seed)
     model = CharLM(len(corpus.vocab), cell, embed_size, hidden_size, forget_bias=forget_bias)
+    if update_bias is not None:
+        set_update_bias(model.rnn, update_bias)  # raises TypeError unless cell is "gru"
     history = train_lm(model, corpus, steps, batch_size, seq_len, lr, seed=seed,
                        eval_every=eval_every, eval_chars=eval_chars, eval_fn=eval_fn,
                        stateful=stateful, progress=progress, desc=cell.upper())

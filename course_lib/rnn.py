@@ -41,7 +41,7 @@ from ._checks import (check_bool, check_dropout, check_int, check_nonlinearity, 
                       check_rnn_state, shape_of, split_lstm_state)
 
 __all__ = ["rnn_step", "lstm_step", "gru_step", "RNNCell", "LSTMCell", "GRUCell", "RecurrentLayer",
-           "RNN", "LSTM", "GRU", "set_forget_bias"]
+           "RNN", "LSTM", "GRU", "set_forget_bias", "set_update_bias"]
 
 NONLINEARITIES = {"tanh": torch.tanh, "relu": torch.relu}
 
@@ -368,7 +368,7 @@ class GRU(RecurrentLayer):
 
 
 # ---------------------------------------------------------------------------
-# 4. The LSTM's forget-gate bias
+# 4. The bias of the gate that keeps the memory: the LSTM's forget gate, the GRU's update gate
 # ---------------------------------------------------------------------------
 
 def set_forget_bias(lstm, value):
@@ -378,20 +378,40 @@ def set_forget_bias(lstm, value):
     (rows H..2H, gate order i, f, g, o) of bias_ih is set to `value` and that of
     bias_hh to 0. With value = 1, f = sigmoid(1 + ...) is about 0.73 at the
     start of training: the cell keeps most of its memory by default
-    (Gers et al., 2000; Jozefowicz et al., 2015).
+    (Gers et al., 2000; Jozefowicz et al., 2015). Works on course_lib's and torch's
+    LSTM and LSTMCell (same parameter names).
     """
-    if not isinstance(lstm, (LSTM, LSTMCell)):
-        raise TypeError(f"lstm must be a course_lib LSTM or LSTMCell, got {type(lstm).__name__}")
-    if not lstm.bias:
-        raise ValueError("this LSTM was built with bias=False: it has no forget-gate bias to set")
-    H = lstm.hidden_size
+    if not isinstance(lstm, (LSTM, LSTMCell, nn.LSTM, nn.LSTMCell)):
+        raise TypeError(f"lstm must be an LSTM or LSTMCell (course_lib or torch), got {type(lstm).__name__}")
+    return _set_second_block_bias(lstm, value, "forget")
+
+
+def set_update_bias(gru, value):
+    """Set the update gate's bias of every layer and direction of a GRU (or GRUCell) to `value`.
+
+    The GRU's counterpart of the forget bias: h' = (1 - z) * n + z * h copies the old
+    state with weight z. The gate sees b_iz + b_hz, so the update block (rows H..2H,
+    gate order r, z, n) of bias_ih is set to `value` and that of bias_hh to 0. With
+    value = 1, z = sigmoid(1 + ...) is about 0.73 at the start of training, the keep
+    rate that forget bias 1 gives an LSTM. Works on course_lib's and torch's GRU and GRUCell.
+    """
+    if not isinstance(gru, (GRU, GRUCell, nn.GRU, nn.GRUCell)):
+        raise TypeError(f"gru must be a GRU or GRUCell (course_lib or torch), got {type(gru).__name__}")
+    return _set_second_block_bias(gru, value, "update")
+
+
+def _set_second_block_bias(layer, value, gate):
+    """Rows H..2H of every bias_ih* to `value`, of every bias_hh* to 0 (the LSTM's f, the GRU's z)."""
+    if not layer.bias:
+        raise ValueError(f"this layer was built with bias=False: it has no {gate}-gate bias to set")
+    H = layer.hidden_size
     with torch.no_grad():
-        for name, param in lstm.named_parameters():
+        for name, param in layer.named_parameters():
             if name.startswith("bias_ih"):
-                param[H:2 * H] = value  # the f block of b_ih
+                param[H:2 * H] = value  # the second gate block of b_ih
             elif name.startswith("bias_hh"):
-                param[H:2 * H] = 0.0  # the f block of b_hh
-    return lstm
+                param[H:2 * H] = 0.0  # the same block of b_hh
+    return layer
 
 
 # ---------------------------------------------------------------------------

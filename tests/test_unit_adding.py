@@ -103,3 +103,31 @@ def test_train_adding_learns_a_short_lag_and_is_reproducible():
     mse = adding.adding_mse(model, 4)
     assert mse == pytest.approx(history.evals[-1][1], rel=1e-5)
     assert mse < 0.3 * adding.NO_MEMORY_MSE, mse
+
+
+def test_train_gated_adding_is_train_adding_plus_the_gate_bias():
+    torch.set_num_threads(1)
+    for cell, hidden in (("lstm", 6), ("gru", 7)):
+        _, plain = adding.train_adding(cell, 6, steps=20, seed=2, hidden_size=hidden, eval_every=10)
+        _, same = adding.train_gated_adding(cell, 6, steps=20, seed=2, hidden_size=hidden, eval_every=10)
+        assert same.train_loss == plain.train_loss and same.evals == plain.evals  # gate_bias None
+        _, biased = adding.train_gated_adding(cell, 6, steps=1, gate_bias=1.0, seed=2, hidden_size=hidden)
+        assert biased.train_loss != plain.train_loss[:1]
+    with pytest.raises(ValueError, match="cell"):
+        adding.train_gated_adding("rnn", 6, steps=1)
+
+
+def test_train_gated_adding_starts_with_the_gate_bias():
+    torch.set_num_threads(1)
+    for cell in ("lstm", "gru"):
+        model, _ = adding.train_gated_adding(cell, 6, steps=1, gate_bias=2.0, seed=0, hidden_size=5, lr=0.0)
+        both = model.rnn.bias_ih_l0[5:10] + model.rnn.bias_hh_l0[5:10]  # the f (LSTM) or z (GRU) block
+        assert torch.allclose(both, torch.full((5,), 2.0))
+
+
+def test_train_clipping_reports_the_finite_steps():
+    torch.set_num_threads(1)
+    clipped = adding.train_clipping(1.0, steps=20, seed=0)
+    assert clipped["steps_finite"] == 20 and 0 < clipped["loss_last50"] < 10
+    exploding = adding.train_clipping(None, steps=20, gain=2.0, lr=1e6, seed=0)  # a huge step
+    assert exploding["steps_finite"] < 20

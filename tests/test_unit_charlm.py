@@ -95,20 +95,37 @@ def _bench_rnn():
 def test_chapter_2_sweep_follows_the_recipe():
     from course_lib.recipes import CHAR_LM_RECIPE
 
-    spec = _bench_rnn().SWEEPS["charlm_cells"]
+    spec = _bench_rnn().SWEEPS["charlm_equal_params"]
     assert spec.config["budgets"] == list(CHAR_LM_RECIPE["budgets"])
     assert spec.config["lr"] == CHAR_LM_RECIPE["lr"]
     assert spec.config["steps"] == max(CHAR_LM_RECIPE["budgets"])
-    assert [p["cell"] for p in spec.points] == list(CHAR_LM_RECIPE["cells"])
+    recipe_points = [p for p in spec.points if p["gate_bias"] is not None or p["cell"] == "rnn"]
+    assert [p["cell"] for p in recipe_points] == list(CHAR_LM_RECIPE["cells"])
+    for p in spec.points:
+        options = CHAR_LM_RECIPE["cells"][p["cell"]]
+        assert p["hidden_size"] == options["hidden_size"]
+        assert p["gate_bias"] in (None, options.get("forget_bias", options.get("update_bias")))
     assert all(
         f"{split}_bpc_{b}" in spec.metrics for b in CHAR_LM_RECIPE["budgets"] for split in ("val", "test")
     )
 
 
+def test_chapter_2_cells_have_about_the_same_number_of_parameters():
+    from course_lib.recipes import CHAR_LM_RECIPE
+
+    counts = {
+        cell: sum(p.numel() for p in CharLM(104, cell, 32, options["hidden_size"]).parameters())
+        for cell, options in CHAR_LM_RECIPE["cells"].items()
+    }
+    assert max(counts.values()) / min(counts.values()) < 1.005, counts
+
+
 @pytest.mark.slow
 def test_chapter_2_sweep_run_reports_every_evaluation_step():
-    spec = _bench_rnn().SWEEPS["charlm_cells"]
+    spec = _bench_rnn().SWEEPS["charlm_equal_params"]
     torch.set_num_threads(1)
-    out = _bench_rnn().charlm_run({"cell": "lstm"}, 0, dict(spec.config, steps=4, eval_every=2))
-    assert set(out) == {"val_bpc_2", "test_bpc_2", "val_bpc_4", "test_bpc_4"}
-    assert all(2.0 < v < 8.0 for v in out.values()), out  # below log2(V) after 4 steps, far from trained
+    point = {"cell": "gru", "hidden_size": 16, "gate_bias": 1.0}
+    out = _bench_rnn().charlm_run(point, 0, dict(spec.config, steps=4, eval_every=2))
+    assert set(out) == {"val_bpc_2", "test_bpc_2", "val_bpc_4", "test_bpc_4", "parameters"}
+    bpc = {k: v for k, v in out.items() if k != "parameters"}
+    assert all(2.0 < v < 8.0 for v in bpc.values()), out  # below log2(V) after 4 steps, far from trained

@@ -57,6 +57,17 @@ def test_train_char_lm_learns_and_is_reproducible(corpus, one_thread):
     assert last < first and last < 0.7 * math.log(len(corpus.vocab)), (first, last)
 
 
+def test_train_char_lm_sets_the_memory_gate_bias(corpus, one_thread):
+    for cell, option in (("gru", "update_bias"), ("lstm", "forget_bias")):
+        model, _ = recipes.train_char_lm(
+            cell, corpus, steps=1, lr=0.0, hidden_size=8, progress=False, **{option: 1.5}
+        )
+        both = model.rnn.bias_ih_l0[8:16] + model.rnn.bias_hh_l0[8:16]  # the z or the f block
+        assert torch.allclose(both, torch.full((8,), 1.5))
+    with pytest.raises(TypeError, match="GRU"):
+        recipes.train_char_lm("lstm", corpus, steps=1, update_bias=1.0, progress=False)
+
+
 def test_train_lm_with_the_gpt_recipe(corpus, one_thread):
     seed_everything(0)
     gpt = GPT(GPTConfig(vocab_size=len(corpus.vocab), block_size=32, n_layer=1, n_head=4, n_embd=32))

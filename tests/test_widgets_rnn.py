@@ -253,3 +253,20 @@ def test_set_forget_bias_on_cells_and_layers():
         rnn.set_forget_bias(rnn.GRU(2, 3), 1.0)
     with pytest.raises(ValueError, match="bias=False"):
         rnn.set_forget_bias(rnn.LSTM(2, 3, bias=False), 1.0)
+    torch_lstm = rnn.set_forget_bias(torch.nn.LSTM(2, 3), 1.5)  # torch's layers too
+    assert torch.equal(torch_lstm.bias_ih_l0[3:6] + torch_lstm.bias_hh_l0[3:6], torch.full((3,), 1.5))
+
+
+def test_set_update_bias_on_cells_and_layers():
+    cell = rnn.set_update_bias(rnn.GRUCell(2, 3), 1.0)
+    assert torch.equal(cell.bias_ih[3:6] + cell.bias_hh[3:6], torch.full((3,), 1.0))  # z: rows H..2H
+    layer = rnn.set_update_bias(rnn.GRU(2, 3, num_layers=2, bidirectional=True), -1.0)
+    for name, p in layer.named_parameters():
+        if name.startswith("bias_ih"):
+            assert torch.equal(p[3:6], torch.full((3,), -1.0))
+    torch_gru = rnn.set_update_bias(torch.nn.GRU(2, 3), 2.0)
+    assert torch.equal(torch_gru.bias_ih_l0[3:6] + torch_gru.bias_hh_l0[3:6], torch.full((3,), 2.0))
+    with pytest.raises(TypeError, match="GRU"):
+        rnn.set_update_bias(rnn.LSTM(2, 3), 1.0)
+    with pytest.raises(ValueError, match="bias=False"):
+        rnn.set_update_bias(rnn.GRU(2, 3, bias=False), 1.0)

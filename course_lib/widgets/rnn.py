@@ -182,10 +182,11 @@ def gradient_reach(kind="lstm", forget_bias=None, steps=100, input_size=32, hidd
     the gradient along the additive path c_t = f_t * c_{t-1} + ... alone (same mean),
     and "forget_mean", the mean forget gate.
 
-    The cell runs in float64 by default, so that tiny gradients are measured rather than
-    rounded to 0 (float32 underflows below about 1e-45). direct_only=True (LSTM) cuts every
-    path but the additive one: h_{t-1} enters the next step's gates detached, so the measured
-    reach is then exactly the forget-gate product.
+    The cell runs in float64 by default: in float32 the norm of a gradient whose entries are
+    all below about 1e-22 reads 0 although the gradient is not 0 (their squares fall below
+    float32's smallest number, about 1e-45), and one such row makes the geometric mean 0.
+    direct_only=True (LSTM) cuts every path but the additive one: h_{t-1} enters the next
+    step's gates detached, so the measured reach is then exactly the forget-gate product.
     """
     cells = {"rnn": rnn.RNNCell, "lstm": rnn.LSTMCell, "gru": rnn.GRUCell}
     if kind not in cells:
