@@ -145,7 +145,7 @@ CHECKS = [
 @pytest.mark.parametrize("check,good,mistakes", CHECKS, ids=[c[0].__name__ for c in CHECKS])
 def test_check_passes_on_a_correct_answer(check, good, mistakes, capsys):
     result = check(good)
-    assert isinstance(result, CheckResult) and result
+    assert isinstance(result, CheckResult) and result.name == check.__name__, result
     assert f"✓ {check.__name__}: all" in capsys.readouterr().out
 
 
