@@ -7,16 +7,21 @@ callable under its public name::
     check_scaled_dot_score(my_scaled_dot_score)
 
 Three kinds (see ``_engine.py``): :class:`Check` (the learner writes a function, run on the
-record's cases against a reference), :class:`Answer` (the learner computes or measures a number)
-and :class:`Prediction` (the learner predicts a number, an experiment measures it, the check
-compares and explains). Every record lists typical mistakes, each a small wrong implementation
-with the message that names it, and hints in steps.
+check's cases), :class:`Answer` (the learner computes or measures a number) and
+:class:`Prediction` (the learner predicts a number and says why, an experiment measures it, the
+check compares and explains). Every Check and Answer lists typical mistakes by their messages,
+and hints in steps; every Check lists what it puts off limits (the library function or torch
+built-in that the exercise asks the learner to write), refused while the learner's code runs.
 
-Outcomes: a right answer prints ``✓ check_x: ...`` and returns a :class:`CheckResult` (truthy,
-silent when displayed); a stub (``raise NotImplementedError``, or an answer still None) raises
+The cases and expected outputs are data (``data/<check>.pt``): the reference solutions that
+wrote them stay with the grader (``coursekit/grading`` in the course's repository) and are not
+part of this package.
+
+Outcomes: a right answer prints ``✓ check_x: ...`` and returns a :class:`CheckResult` (silent
+when displayed); a stub (``raise NotImplementedError``, or an answer still None) raises
 :class:`ExerciseNotAttempted`; a wrong answer raises :class:`ExerciseFailure` (an
 ``AssertionError``) naming the failing case, what differs, the likely mistake and the next hint
-step. Messages never show the reference implementation.
+step. A prediction never fails for being off: it prints how far off, and why.
 
 One module per chapter holds that chapter's records (``CHAPTERS``); ``REGISTRY`` maps every
 check's name to its record (the tests iterate over it).
@@ -38,7 +43,6 @@ from ._compare import within
 from ._engine import (
                       REGISTRY,
                       Answer,
-                      Case,
                       Check,
                       CheckResult,
                       ExerciseFailure,
@@ -46,10 +50,11 @@ from ._engine import (
                       Mistake,
                       Prediction,
 )
+from ._forbid import AUTOGRAD, Forbidden
 
 CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05": attention,
             "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt}
 
 globals().update(REGISTRY)  # every check under its public name: check_scaled_dot_score, ...
-__all__ = ["CHAPTERS", "REGISTRY", "Answer", "Case", "Check", "CheckResult", "ExerciseFailure",
-           "ExerciseNotAttempted", "Mistake", "Prediction", "within", *REGISTRY]
+__all__ = ["AUTOGRAD", "CHAPTERS", "REGISTRY", "Answer", "Check", "CheckResult", "ExerciseFailure",
+           "ExerciseNotAttempted", "Forbidden", "Mistake", "Prediction", "within", *REGISTRY]

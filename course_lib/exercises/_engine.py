@@ -2,33 +2,39 @@
 
 A record is declared once, in the topic module, and *is* the public check (it is callable):
 
-* :class:`Check`: the learner writes a function; it is run on the record's cases and compared
-  with the reference (``check_x(my_function)``);
+* :class:`Check`: the learner writes a function; it runs on the check's cases and its results
+  are compared with the expected outputs (``check_x(my_function)``);
 * :class:`Answer`: the learner computes or measures a number (``check_x(my_number)``);
-* :class:`Prediction`: the learner predicts a number, then an experiment measures it
-  (``check_x(predicted, measured)``); the check compares them and explains.
+* :class:`Prediction`: the learner predicts a number and says why, then an experiment measures
+  it (``check_x(predicted, measured, reasoning)``); the check compares and explains the gap, and
+  an honest miss is not a failure.
 
-Each record lists typical :class:`Mistake` s, each a small wrong implementation (or wrong number)
-with the message that names it: when the learner's result equals a mistake's, the failure
-says "Likely cause: <message>". Hints come in steps; each failure shows the next step.
+The cases and expected outputs of a Check (and the number of an Answer) are data
+(``_data.py``), written by the reference solutions, which stay with the grader: the learner's
+package holds no solution. Each record lists typical :class:`Mistake` s by their messages; the
+data holds what each mistake gives on each case, so when the learner's result equals one, the
+failure says "Likely cause: <message>". Hints come in steps; each failure shows the next step.
+A Check also lists what is off limits (:class:`Forbidden`): calling it fails the check with a
+message that says the exercise asks the learner to write it.
 """
 
 from __future__ import annotations
 
-import copy
-import importlib
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from ._compare import Tolerance, as_number, compare, describe, named
+from ._data import decode, read
+from ._forbid import Forbidden, guard
 
-__all__ = ["Answer", "Case", "Check", "CheckResult", "ExerciseFailure", "ExerciseNotAttempted",
-           "Mistake", "Prediction", "REGISTRY", "WrongResult", "lib", "load", "no_grad", "randn"]
+__all__ = ["Answer", "Check", "CheckResult", "ExerciseFailure", "ExerciseNotAttempted",
+           "Forbidden", "Mistake", "Prediction", "REGISTRY", "RunCase", "WrongResult",
+           "no_grad", "set_case_source"]
 
 _HERE = str(Path(__file__).resolve().parent)
 
@@ -55,13 +61,12 @@ class WrongResult(Exception):
 
 @dataclass
 class CheckResult:
-    """What a passing check returns: truthy, silent when displayed (the check printed already)."""
+    """What a check returns when it does not fail: silent when displayed (the check printed
+    already). For a prediction, ``hit`` says whether it was within the tolerance."""
 
     name: str
     text: str
-
-    def __bool__(self) -> bool:
-        return True
+    hit: bool | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -70,36 +75,41 @@ class CheckResult:
         pass
 
 
-class Case:
-    """One input of a :class:`Check`: ``fn(*args, **kwargs)``, and what it exercises."""
-
-    def __init__(self, description: str, *args: Any, **kwargs: Any):
-        self.description, self.args, self.kwargs = description, args, kwargs
-
-
 @dataclass(frozen=True)
 class Mistake:
-    """A typical mistake: ``fn`` makes it (same signature as the learner's function; for an
-    :class:`Answer` it takes no argument and returns the wrong number; for a :class:`Prediction`
-    it maps the measurement to the typical wrong prediction), ``message`` names it."""
+    """A typical mistake: the message that names it. (What the mistake gives on each case is in
+    the check's data; a :class:`Prediction`'s mistake also has ``fn``, mapping the measurement
+    to the prediction the misconception gives.)"""
 
     message: str
-    fn: Callable
+    fn: Callable | None = None
 
 
-class Examples(NamedTuple):
-    """Arguments that make a record pass, give ExerciseNotAttempted, and make each mistake."""
+@dataclass
+class RunCase:
+    """A case as a check runs it: fresh inputs from ``make()``, the expected output, and
+    ``outcome(i)``, what mistake i gives (``("result", value)``, ``("error", type name,
+    message)`` or None)."""
 
-    right: tuple
-    stub: tuple
-    mistakes: list  # [(Mistake, args)]
+    description: str
+    make: Callable[[], tuple[tuple, dict]]
+    expected: Any
+    outcome: Callable[[int], tuple | None]
 
 
 REGISTRY: dict[str, _Record] = {}
 
+# Where cases come from: None = the stored data. coursekit.grading.hidden_cases() sets a
+# function record -> cases (or an Answer's (value, mistake values)) made by the references.
+_SOURCE: Callable | None = None
 
-def _stub(*args, **kwargs):
-    raise NotImplementedError("Exercise: write your solution here")
+
+def set_case_source(source: Callable | None) -> Callable | None:
+    """Make the checks take their cases from ``source`` (None: the stored data); returns the
+    previous source. Used by the grader's hidden tests."""
+    global _SOURCE
+    previous, _SOURCE = _SOURCE, source
+    return previous
 
 
 # --------------------------------------------------------------------------------------
@@ -116,7 +126,7 @@ class _Record:
         if isinstance(self.hints, str) or not all(isinstance(h, str) for h in self.hints):
             raise TypeError(f"{self.name}: hints is a list of steps (strings)")
         if not all(isinstance(m, Mistake) for m in self.mistakes):
-            raise TypeError(f"{self.name}: mistakes is a list of Mistake(message, fn)")
+            raise TypeError(f"{self.name}: mistakes is a list of Mistake(message)")
         REGISTRY[self.name] = self
         self.__name__ = self.__qualname__ = self.name
         self.__doc__ = self.doc
@@ -149,9 +159,9 @@ class _Record:
             text.append(f"  {hint}")
         return ExerciseFailure("\n".join(text))
 
-    def _passed(self, text: str) -> CheckResult:
+    def _passed(self, text: str, hit: bool | None = None) -> CheckResult:
         print(text)
-        return CheckResult(self.name, text)
+        return CheckResult(self.name, text, hit)
 
 
 # --------------------------------------------------------------------------------------
@@ -159,30 +169,30 @@ class _Record:
 # --------------------------------------------------------------------------------------
 @dataclass(eq=False, repr=False)
 class Check(_Record):
-    """``check(fn)``: run ``fn`` and ``reference`` on every case; fail on the first mismatch.
+    """``check(fn)``: run ``fn`` on every case; fail on the first result that differs from the
+    expected one.
 
     name: the public name, ``check_...``; doc: what ``fn`` must do, with shapes;
     params: names of ``fn``'s positional parameters (for the messages);
-    reference: the right implementation (a course_lib function via :func:`lib`, or one defined
-    next to the record); cases: ``cases(g) -> [Case, ...]`` from a seeded generator ``g``
-    (the global torch seed is also set to ``seed``, and restored afterwards);
-    mistakes: >= 2 typical mistakes; hints: the steps, none giving the full answer.
+    mistakes: >= 2 typical mistakes (their results are in the data); hints: the steps, none
+    giving the full answer; forbidden: what ``fn`` may not call (see ``_forbid.py``);
+    no_shortcut: when nothing is forbidden, why (no library function or torch built-in does it).
     Optional: ``call(fn, *args, **kwargs)`` says how a function is run and its result observed
     (default ``fn(*args, **kwargs)``; e.g. run under ``torch.no_grad()``, or return the state a
     function modified); ``compare(got, expected) -> None | str`` (default: tensors, tuples,
     numbers, see ``_compare``); ``outputs``: names of the parts of a tuple result;
-    ``diagnose(case, got, expected) -> None | str`` for a pattern no single mistake captures.
+    ``diagnose(args, kwargs, got, expected) -> None | str`` for a pattern no single mistake
+    captures.
     """
 
     name: str
     doc: str
     _: KW_ONLY
     params: Sequence[str]
-    reference: Callable
-    cases: Callable[[torch.Generator], list]
     mistakes: Sequence[Mistake]
     hints: Sequence[str]
-    seed: int = 0
+    forbidden: Sequence[Forbidden] = ()
+    no_shortcut: str = ""
     call: Callable | None = None
     compare: Callable | None = None
     outputs: Sequence[str] = ()
@@ -190,18 +200,25 @@ class Check(_Record):
     kind = "function"
 
     def __post_init__(self):
+        if not self.forbidden and not self.no_shortcut:
+            raise ValueError(f"{self.name}: list what is off limits (forbidden=...), or say why "
+                             "nothing is (no_shortcut=...)")
         self._register()
 
     def __call__(self, fn: Callable) -> CheckResult:
         if not callable(fn):
             raise self._failure(f"expects a function, got {type(fn).__name__}: pass the function "
                                 f"itself, e.g. {self.name}(my_function), without calling it.")
-        cases = self.make_cases()
+        cases = self.cases()
+        label = "hidden case" if _SOURCE is not None else "case"
         for i, case in enumerate(cases, 1):
-            where = f"case {i} of {len(cases)} ({case.description}; inputs: {self._inputs(case)})"
-            expected = self.run(self.reference, case)
+            args, kwargs = case.make()
+            where = (f"{label} {i} of {len(cases)} ({case.description}; inputs: "
+                     f"{self._inputs(args, kwargs)})")
             try:
-                got = self.run(fn, case)
+                got = self.run_learner(fn, case)
+            except _Refused as refused:
+                raise self._refused(refused.spec) from None
             except WrongResult as exc:
                 raise self._failure(f"{where} failed.", str(exc)) from None
             except NotImplementedError as exc:
@@ -212,57 +229,98 @@ class Check(_Record):
                 raise self._failure(f"your function raised {type(exc).__name__}: {exc}",
                                     f"on {where}{_learner_frame(exc)}",
                                     cause=self._diagnose_error(case, exc)) from exc
-            problem = self._compare(got, expected)
+            problem = self._compare(got, case.expected)
             if problem is not None:
                 raise self._failure(f"{where} failed.", problem,
-                                    cause=self._diagnose(case, got, expected))
-        return self._passed(f"✓ {self.name}: all {len(cases)} cases passed")
+                                    cause=self._diagnose(case, got))
+        return self._passed(f"✓ {self.name}: all {len(cases)} {label}s passed")
 
-    def make_cases(self) -> list:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            return self.cases(torch.Generator().manual_seed(self.seed))
+    def cases(self) -> list[RunCase]:
+        """The cases to run: the stored data, or the grader's hidden cases."""
+        if _SOURCE is not None:
+            return _SOURCE(self)
+        return [_stored_case(c) for c in read(self.name)["cases"]]
 
-    def run(self, fn: Callable, case: Case) -> Any:
-        """``fn`` on a fresh copy of the case's inputs (nobody sees another's changes)."""
-        args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
+    def run(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        """``fn`` on the inputs, observed through ``call`` if the record has one."""
         if self.call is None:
             return fn(*args, **kwargs)
         return self.call(fn, *args, **kwargs)
 
-    def examples(self) -> Examples:
-        return Examples((self.reference,), (_stub,), [(m, (m.fn,)) for m in self.mistakes])
+    def run_learner(self, fn: Callable, case: RunCase) -> Any:
+        """Run the learner's ``fn`` on fresh inputs of ``case``, with ``forbidden`` refused."""
+        args, kwargs = case.make()
+        with guard(self.forbidden) as refused:
+            try:
+                got, error = self.run(fn, args, kwargs), None
+            except Exception as exc:
+                got, error = None, exc
+        if refused:  # even if the learner's code caught the error
+            raise _Refused(refused[0])
+        if error is not None:
+            raise error
+        return got
+
+    def _refused(self, spec: Forbidden) -> ExerciseFailure:
+        return self._failure(
+            f"your function called {spec.name}, which this exercise puts off limits.",
+            "The exercise asks you to write it yourself, so the check does not accept it here: "
+            "write the computation from tensor operations (what is off limits: "
+            f"{', '.join(dict.fromkeys(f.name for f in self.forbidden))}).")
 
     def _compare(self, got: Any, expected: Any) -> str | None:
         if self.compare is not None:
             return self.compare(got, expected)
         return named(*self.outputs)(got, expected) if self.outputs else compare(got, expected)
 
-    def _diagnose(self, case: Case, got: Any, expected: Any) -> str | None:
+    def _diagnose(self, case: RunCase, got: Any) -> str | None:
         """The first mistake whose result equals the learner's, else ``diagnose``'s verdict."""
         match = self.compare or compare
-        for mistake in self.mistakes:
-            try:
-                if match(got, self.run(mistake.fn, case)) is None:
-                    return mistake.message
-            except Exception:
-                continue
-        return self.diagnose(case, got, expected) if self.diagnose else None
+        for i, mistake in enumerate(self.mistakes):
+            outcome = case.outcome(i)
+            if outcome and outcome[0] == "result":
+                try:
+                    if match(got, outcome[1]) is None:
+                        return mistake.message
+                except Exception:
+                    continue
+        if self.diagnose is None:
+            return None
+        args, kwargs = case.make()
+        return self.diagnose(args, kwargs, got, case.expected)
 
-    def _diagnose_error(self, case: Case, error: Exception) -> str | None:
+    def _diagnose_error(self, case: RunCase, error: Exception) -> str | None:
         """The mistake that raises the same error on this case, if any."""
-        for mistake in self.mistakes:
-            try:
-                self.run(mistake.fn, case)
-            except Exception as exc:
-                if type(exc) is type(error) and str(exc) == str(error):
-                    return mistake.message
+        for i, mistake in enumerate(self.mistakes):
+            outcome = case.outcome(i)
+            if outcome and outcome[0] == "error" and outcome[1:] == (type(error).__name__,
+                                                                     str(error)):
+                return mistake.message
         return None
 
-    def _inputs(self, case: Case) -> str:
-        names = list(self.params) + [f"arg{i}" for i in range(len(self.params), len(case.args))]
-        parts = [f"{n}={describe(a)}" for n, a in zip(names, case.args)]
-        return ", ".join(parts + [f"{k}={describe(v)}" for k, v in case.kwargs.items()])
+    def _inputs(self, args: tuple, kwargs: dict) -> str:
+        names = list(self.params) + [f"arg{i}" for i in range(len(self.params), len(args))]
+        parts = [f"{n}={describe(a)}" for n, a in zip(names, args)]
+        return ", ".join(parts + [f"{k}={describe(v)}" for k, v in kwargs.items()])
+
+
+class _Refused(Exception):
+    def __init__(self, spec: Forbidden):
+        self.spec = spec
+
+
+def _stored_case(data: dict) -> RunCase:
+    outcomes = [tuple(o) if o else None for o in data["mistakes"]]
+    return RunCase(description=data["description"],
+                   make=lambda: (decode(data["args"]), decode(data["kwargs"])),
+                   expected=decode(data["expected"]),
+                   outcome=lambda i: _decoded(outcomes[i]) if i < len(outcomes) else None)
+
+
+def _decoded(outcome: tuple | None) -> tuple | None:
+    if outcome is None or outcome[0] != "result":
+        return outcome
+    return ("result", decode(outcome[1]))
 
 
 # --------------------------------------------------------------------------------------
@@ -270,18 +328,17 @@ class Check(_Record):
 # --------------------------------------------------------------------------------------
 @dataclass(eq=False, repr=False)
 class Answer(_Record):
-    """``check(number)``: the learner's number against ``reference()`` (computed when the check
-    runs, e.g. by the experiment done right), within ``tolerance`` (:func:`within`).
+    """``check(number)``: the learner's number against the expected one (in the data, written by
+    the reference experiment), within ``tolerance`` (:func:`within`).
 
-    quantity: what the number is, e.g. "the d_k at which ...". Mistakes: ``fn()`` returns the
-    number a typical mistake gives. The right value is shown only once the answer is right.
+    quantity: what the number is, e.g. "the d_k at which ...". Mistakes: the numbers typical
+    mistakes give are in the data. The right value is shown only once the answer is right.
     """
 
     name: str
     doc: str
     _: KW_ONLY
     quantity: str
-    reference: Callable[[], float]
     tolerance: Tolerance
     mistakes: Sequence[Mistake]
     hints: Sequence[str]
@@ -297,32 +354,39 @@ class Answer(_Record):
         value = as_number(answer)
         if value is None:
             raise self._failure(f"expected a number ({self.quantity}), got {describe(answer)}.")
-        expected = self.reference()
+        expected, wrong = self.values()
         if self.tolerance.accepts(value, expected):
             return self._passed(f"✓ {self.name}: {value:g} is {self.tolerance} of {expected:g}, "
                                 f"{self.quantity}.")
         side = "too high" if value > expected else "too low"
+        cause = next((m.message for m, w in zip(self.mistakes, wrong)
+                      if self.tolerance.accepts(value, w)), None)
         raise self._failure(f"{value:g} is not {self.tolerance} of {self.quantity} (it is {side}).",
-                            cause=self._diagnose(value))
+                            cause=cause)
 
-    def _diagnose(self, value: float) -> str | None:
-        for mistake in self.mistakes:
-            if self.tolerance.accepts(value, mistake.fn()):
-                return mistake.message
-        return None
-
-    def examples(self) -> Examples:
-        return Examples((self.reference(),), (None,), [(m, (m.fn(),)) for m in self.mistakes])
+    def values(self) -> tuple[float, list[float]]:
+        """(the expected number, the numbers of the mistakes), from the data or the grader."""
+        if _SOURCE is not None:
+            return _SOURCE(self)
+        data = read(self.name)
+        return data["expected"], list(data["mistakes"])
 
 
 # --------------------------------------------------------------------------------------
-# Prediction: predict, then measure
+# Prediction: predict, then measure, then compare
 # --------------------------------------------------------------------------------------
+_NOT_ASKED = object()
+MIN_REASONING_WORDS = 5
+
+
 @dataclass(eq=False, repr=False)
 class Prediction(_Record):
-    """``check(predicted, measured)``: is the prediction ``tolerance`` of the measurement? Either
-    way, the check prints ``explanation`` (kept here, not on the page, so that reading the
-    check cell does not give the answer away).
+    """``check(predicted, measured, reasoning)``: the learner predicted a number and said why,
+    BEFORE the experiment measured it. The check says how far off the prediction is and
+    explains the measurement (``explanation``, kept here, not on the page); a miss prints
+    "✗" and the misconception it suggests, and is not an error: a prediction counts for being
+    made and reasoned, not for being right. Only a missing prediction or reasoning raises
+    (:class:`ExerciseNotAttempted`).
 
     quantity: what is predicted; example: a typical measurement (for the tests and the docs);
     mistakes: ``fn(measured)`` returns the prediction a typical misconception gives.
@@ -340,13 +404,20 @@ class Prediction(_Record):
     kind = "prediction"
 
     def __post_init__(self):
+        if not all(callable(m.fn) for m in self.mistakes):
+            raise TypeError(f"{self.name}: a prediction's mistakes map the measurement to the "
+                            "prediction the misconception gives: Mistake(message, fn)")
         self._register()
 
-    def __call__(self, predicted: Any, measured: Any) -> CheckResult:
+    def __call__(self, predicted: Any, measured: Any, reasoning: Any = _NOT_ASKED) -> CheckResult:
         if predicted is None or predicted is Ellipsis:
             raise ExerciseNotAttempted(
                 f"{self.name}: no prediction yet: replace None by your prediction of "
                 f"{self.quantity} BEFORE you run the experiment, then run this check again.")
+        if reasoning is not _NOT_ASKED and len(str(reasoning or "").split()) < MIN_REASONING_WORDS:
+            raise ExerciseNotAttempted(
+                f"{self.name}: say in one sentence (at least {MIN_REASONING_WORDS} words) why you "
+                "expect your number, in the prediction cell, then run this check again.")
         p, m = as_number(predicted), as_number(measured)
         if p is None:
             raise self._failure(f"the prediction must be a number, got {describe(predicted)}.")
@@ -355,11 +426,15 @@ class Prediction(_Record):
                                 "run the experiment's cell first.")
         verdict = f"you predicted {p:g}; the experiment measured {m:g}"
         if self.tolerance.accepts(p, m):
-            return self._passed(f"✓ {self.name}: {verdict}, {self.tolerance}.\n"
-                                f"  Why: {self.explanation}")
-        side = "too high" if p > m else "too low"
-        raise self._failure(f"{verdict}: the prediction is {side} (not {self.tolerance}).",
-                            cause=self._diagnose(p, m), why=self.explanation)
+            return self._passed(f"✓ {self.name}: {verdict}: {self.tolerance}.\n"
+                                f"  Why: {self.explanation}", hit=True)
+        lines = [f"✗ {self.name}: {verdict}: {_gap(p, m, self.tolerance)}.",
+                 "  A miss is part of the exercise: compare your reasoning with the explanation."]
+        cause = self._diagnose(p, m)
+        if cause:
+            lines.append(f"  Likely misconception: {cause}")
+        lines.append(f"  Why: {self.explanation}")
+        return self._passed("\n".join(lines), hit=False)
 
     def _diagnose(self, p: float, m: float) -> str | None:
         for mistake in self.mistakes:
@@ -367,42 +442,22 @@ class Prediction(_Record):
                 return mistake.message
         return None
 
-    def examples(self) -> Examples:
-        e = self.example
-        return Examples((e, e), (None, e), [(m, (m.fn(e), e)) for m in self.mistakes])
+
+def _gap(p: float, m: float, tolerance: Tolerance) -> str:
+    """How far the prediction is from the measurement, in the tolerance's own terms."""
+    side = "too high" if p > m else "too low"
+    if tolerance.factor is not None and p > 0 and m > 0:
+        size = f"a factor of {max(p / m, m / p):.3g}"
+    elif tolerance.rel is not None and m != 0:
+        size = f"{abs(p - m) / abs(m):.0%}"
+    else:
+        size = f"{abs(p - m):.3g}"
+    return f"{side} by {size} (the check counts {tolerance} as close)"
 
 
 # --------------------------------------------------------------------------------------
 # Helpers for writing records
 # --------------------------------------------------------------------------------------
-def load(*paths: str) -> Any:
-    """A course_lib object by dotted path, e.g. ``load("attention.causal_mask")``. Several paths:
-    the first that imports (for names that moved between modules); the last one's error is
-    raised if none does."""
-    for n, path in enumerate(paths, 1):
-        module, _, name = path.rpartition(".")
-        try:
-            return getattr(importlib.import_module(f"course_lib.{module}"), name)
-        except (ImportError, AttributeError):
-            if n == len(paths):
-                raise
-
-
-def lib(*paths: str) -> Callable:
-    """A course_lib function, imported when first called (see :func:`load`): the checks are
-    declared without importing the library modules they compare against."""
-    def call(*args, **kwargs):
-        return load(*paths)(*args, **kwargs)
-
-    call.__name__ = call.__qualname__ = paths[0]
-    call.paths = paths
-    return call
-
-
-def randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
-    return torch.randn(*shape, generator=g) * scale
-
-
 def no_grad(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` under ``torch.no_grad()``: a ``call`` for checks of modules."""
     with torch.no_grad():
@@ -419,3 +474,4 @@ def _learner_frame(exc: BaseException) -> str:
     f = frames[-1]
     code = f" `{f.line.strip()}`" if f.line else ""
     return f"\n  raised in {f.name}, line {f.lineno}:{code}"
+

@@ -2,51 +2,31 @@
 
 from __future__ import annotations
 
-import math
-
-import torch
-
 from ._compare import within
-from ._engine import Case, Check, Mistake, Prediction, lib, randn
-
-
-def _sdpa(q, k, v, mask=None):
-    return tuple(lib("attention.scaled_dot_product_attention")(q, k, v, mask=mask))
-
-
-def _unscaled(q, k, v):
-    return _sdpa(q * math.sqrt(q.shape[-1]), k, v)
-
+from ._engine import Check, Mistake, Prediction
+from ._forbid import Forbidden
+from .attention import SDPA
 
 # --------------------------------------------------------------------------------------
 # Self-attention from projection matrices
 # --------------------------------------------------------------------------------------
 check_self_attention = Check(
-    "check_self_attention", "fn(x (..., T, d_model), w_q (d_model, d_k), w_k, w_v (d_model, d_v)) "
+    "check_self_attention",
+    "fn(x (..., T, d_model), w_q (d_model, d_k), w_k, w_v (d_model, d_v)) "
     "-> (out (..., T, d_v), weights (..., T, T)): one head of self-attention",
     params=("x", "w_q", "w_k", "w_v"),
-    reference=lambda x, wq, wk, wv: _sdpa(x @ wq, x @ wk, x @ wv), seed=10,
-    cases=lambda g: [
-        Case("one sequence, d_k = d_v = d_model", randn(g, 5, 8), randn(g, 8, 8), randn(g, 8, 8),
-             randn(g, 8, 8)),
-        Case("a batch, d_k != d_v", randn(g, 2, 6, 8), randn(g, 8, 4), randn(g, 8, 4), randn(g, 8, 3)),
-        Case("a single token", randn(g, 3, 1, 4), randn(g, 4, 2), randn(g, 4, 2), randn(g, 4, 4)),
-    ],
     outputs=("out", "weights"),
     mistakes=[
-        Mistake("the scores are not scaled: divide Q K^T by sqrt(d_k), with d_k = W_q.shape[1].",
-                lambda x, wq, wk, wv: _unscaled(x @ wq, x @ wk, x @ wv)),
-        Mistake("the values are x itself: project them with W_v too.",
-                lambda x, wq, wk, wv: _sdpa(x @ wq, x @ wk, x)),
-        Mistake("the keys use W_q: keys are x @ W_k.",
-                lambda x, wq, wk, wv: _sdpa(x @ wq, x @ wq, x @ wv)),
-        Mistake("the projections are transposed: with W of shape (d_model, d_k), write x @ W.",
-                lambda x, wq, wk, wv: _sdpa(x @ wq.T, x @ wk.T, x @ wv.T)),
+        Mistake("the scores are not scaled: divide Q K^T by sqrt(d_k), with d_k = W_q.shape[1]."),
+        Mistake("the values are x itself: project them with W_v too."),
+        Mistake("the keys use W_q: keys are x @ W_k."),
+        Mistake("the projections are transposed: with W of shape (d_model, d_k), write x @ W."),
     ],
     hints=["Queries, keys and values are three projections of the same x.",
            "Then it is scaled dot-product attention of those three; d_k is the width of the "
            "queries.",
            "Return (out, weights)."],
+    forbidden=(*SDPA, Forbidden("course_lib.multihead.MultiHeadAttention")),
 )
 
 
@@ -54,25 +34,18 @@ check_self_attention = Check(
 # Cross-attention
 # --------------------------------------------------------------------------------------
 check_cross_attention = Check(
-    "check_cross_attention", "fn(y (..., T_y, d), x (..., T_x, d), w_q, w_k, w_v) -> "
+    "check_cross_attention",
+    "fn(y (..., T_y, d), x (..., T_x, d), w_q, w_k, w_v) -> "
     "(out (..., T_y, d_v), weights (..., T_y, T_x)): the decoder y attends to the encoder x",
     params=("y", "x", "w_q", "w_k", "w_v"),
-    reference=lambda y, x, wq, wk, wv: _sdpa(y @ wq, x @ wk, x @ wv), seed=11,
-    cases=lambda g: [
-        Case("T_y = 3 decoder positions, T_x = 5 encoder positions", randn(g, 3, 8), randn(g, 5, 8),
-             randn(g, 8, 8), randn(g, 8, 8), randn(g, 8, 8)),
-        Case("a batch, T_y > T_x", randn(g, 2, 7, 6), randn(g, 2, 4, 6), randn(g, 6, 4),
-             randn(g, 6, 4), randn(g, 6, 5)),
-    ],
     outputs=("out", "weights"),
     mistakes=[
-        Mistake("the roles are swapped: the decoder (y) asks the queries, the encoder (x) answers.",
-                lambda y, x, wq, wk, wv: _sdpa(x @ wq, y @ wk, y @ wv)),
-        Mistake("this is self-attention on y: keys and values must come from the encoder x.",
-                lambda y, x, wq, wk, wv: _sdpa(y @ wq, y @ wk, y @ wv)),
+        Mistake("the roles are swapped: the decoder (y) asks the queries, the encoder (x) answers."),
+        Mistake("this is self-attention on y: keys and values must come from the encoder x."),
     ],
     hints=["Which sequence asks the questions, and which one is looked up?",
            "The weights have one row per decoder position and one column per encoder position."],
+    forbidden=(*SDPA, Forbidden("course_lib.multihead.MultiHeadAttention")),
 )
 
 
@@ -80,60 +53,43 @@ check_cross_attention = Check(
 # Cost of self-attention
 # --------------------------------------------------------------------------------------
 check_attention_flops = Check(
-    "check_attention_flops", "fn(n, d) -> int: multiply-adds of one head of self-attention over "
+    "check_attention_flops",
+    "fn(n, d) -> int: multiply-adds of one head of self-attention over "
     "n tokens, d_model = d_k = d_v = d",
     params=("n", "d"),
-    reference=lambda n, d: 3 * n * d * d + 2 * n * n * d,
-    cases=lambda g: [Case(f"n = {n}, d = {d}", n, d) for n, d in [(4, 2), (128, 64), (1, 8),
-                                                                  (1024, 64)]],
     mistakes=[
-        Mistake("the projections to Q, K and V are missing (3 n d^2).", lambda n, d: 2 * n * n * d),
-        Mistake("only one of the two n x n products is counted: the scores AND weights @ V.",
-                lambda n, d: 3 * n * d * d + n * n * d),
-        Mistake("the n x n products (the scores and the weighted sum) are missing.",
-                lambda n, d: 3 * n * d * d),
+        Mistake("the projections to Q, K and V are missing (3 n d^2)."),
+        Mistake("only one of the two n x n products is counted: the scores AND weights @ V."),
+        Mistake("the n x n products (the scores and the weighted sum) are missing."),
     ],
     hints=["An (a, b) @ (b, c) product costs a*b*c multiply-adds.",
            "List every matrix product of one head: the projections, the scores, the weighted sum "
            "of the values (the softmax is negligible)."],
+    no_shortcut="a count of multiply-adds: no library function gives it",
 )
 
 
 # --------------------------------------------------------------------------------------
 # A decaying average: fixed weights in a lower-triangular matrix
 # --------------------------------------------------------------------------------------
-def _decay_weights(T, gamma, causal=True, normalise=True, reverse=False):
-    """W[i, j] = gamma^(i - j) / sum_{j' <= i} gamma^(i - j') for j <= i, else 0."""
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]       # (T, 1), (1, T)
-    age = (j if reverse else i - j).abs().double()                 # (T, T)
-    w = gamma ** age
-    if causal:
-        w = w * (j <= i)
-    w = w / w.sum(-1, keepdim=True) if normalise else w
-    return w.float()
-
-
 check_decay_weights = Check(
-    "check_decay_weights", "fn(T, gamma) -> (T, T) float weights: row i averages the positions "
+    "check_decay_weights",
+    "fn(T, gamma) -> (T, T) float weights: row i averages the positions "
     "j <= i with weights proportional to gamma^(i - j), summing to 1; zero above the diagonal",
     params=("T", "gamma"),
-    reference=_decay_weights,
-    cases=lambda g: [Case(f"T = {T}, gamma = {gamma}", T, gamma)
-                     for T, gamma in [(4, 0.5), (6, 0.9), (1, 0.3), (5, 1.0)]],
     mistakes=[
         Mistake("the rows do not sum to 1: divide each row by its sum, so that the result is an "
-                "average.", lambda T, gamma: _decay_weights(T, gamma, normalise=False)),
-        Mistake("the future is included: position i may only average the positions j <= i.",
-                lambda T, gamma: _decay_weights(T, gamma, causal=False)),
+                "average."),
+        Mistake("the future is included: position i may only average the positions j <= i."),
         Mistake("the weights decay towards the START of the sequence: the most recent position "
-                "(j = i) must weigh the most, so the exponent is the age i - j.",
-                lambda T, gamma: _decay_weights(T, gamma, reverse=True)),
+                "(j = i) must weigh the most, so the exponent is the age i - j."),
         Mistake("this is the upper triangle: row i (the query position) averages the columns "
-                "j <= i.", lambda T, gamma: _decay_weights(T, gamma).T.contiguous()),
+                "j <= i."),
     ],
     hints=["Start from the (T, T) matrix of ages i - j, with a row index i and a column index j.",
            "Raise gamma to the ages, keep the lower triangle (the diagonal included).",
            "Make every row an average."],
+    no_shortcut="no library function builds these weights",
 )
 
 
@@ -173,28 +129,19 @@ check_tied_qk_prediction = Prediction(
 # The cost of cross-attention, output projection included
 # --------------------------------------------------------------------------------------
 check_cross_attention_flops = Check(
-    "check_cross_attention_flops", "fn(m, n, d) -> int: multiply-adds of one cross-attention "
+    "check_cross_attention_flops",
+    "fn(m, n, d) -> int: multiply-adds of one cross-attention "
     "layer (m queries, n keys and values, d_model = d_k = d_v = d), W^Q, W^K, W^V and W^O included",
     params=("m", "n", "d"),
-    reference=lambda m, n, d: 2 * m * d * d + 2 * n * d * d + 2 * m * n * d,
-    cases=lambda g: [Case(f"m = {m}, n = {n}, d = {d}", m, n, d)
-                     for m, n, d in [(3, 7, 4), (1, 100, 64), (50, 10, 8), (128, 128, 64)]],
     mistakes=[
-        Mistake("the output projection W^O (m d^2) is missing.",
-                lambda m, n, d: m * d * d + 2 * n * d * d + 2 * m * n * d),
+        Mistake("the output projection W^O (m d^2) is missing."),
         Mistake("the keys and values are projected from the m decoder positions: they come from "
-                "the n encoder positions (2 n d^2).",
-                lambda m, n, d: 4 * m * d * d + 2 * m * n * d),
-        Mistake("only one of the two m x n products is counted: the scores AND weights @ V.",
-                lambda m, n, d: 2 * m * d * d + 2 * n * d * d + m * n * d),
+                "the n encoder positions (2 n d^2)."),
+        Mistake("only one of the two m x n products is counted: the scores AND weights @ V."),
         Mistake("this is the count of self-attention over the m decoder positions: the keys "
-                "come from the n encoder positions.",
-                lambda m, n, d: 4 * m * d * d + 2 * m * m * d),
+                "come from the n encoder positions."),
     ],
     hints=["An (a, b) @ (b, c) product costs a b c multiply-adds. List the five products.",
            "Which products run over the m queries, which over the n keys, and which over both?"],
+    no_shortcut="a count of multiply-adds: no library function gives it",
 )
-
-
-# --------------------------------------------------------------------------------------
-# Splitting and merging heads
