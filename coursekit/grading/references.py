@@ -155,15 +155,10 @@ def randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
 
 
 def _load_checks() -> None:
-    from .checks import (  # noqa: F401 - each module registers its references
-        attention,
-        gpt,
-        lstm,
-        multihead,
-        positional,
-        rnn,
-        self_attention,
-        seq2seq,
-        seq2seq_attention,
-        transformer,
-    )
+    """Import every module of ``checks/``: each registers its references."""
+    import pkgutil
+
+    from . import checks
+
+    for info in pkgutil.iter_modules(checks.__path__):
+        importlib.import_module(f"{checks.__name__}.{info.name}")
