@@ -127,6 +127,7 @@ def synthetic_notebook():
         new_code_cell('print("SECRET_GATED_CODE")', execution_count=7),
         new_markdown_cell(GATE_END_MD),
         tagged,
+        new_markdown_cell("## After the exercises"),
         new_code_cell("print('kept')", execution_count=8, outputs=outputs("kept\n")),
     ]
     return new_notebook(
@@ -252,6 +253,23 @@ def test_solution_cells_lose_outputs_and_checks_are_kept_cleared(student):
     assert stats.checks_cleared == 1
 
 
+def test_the_measurement_of_a_prediction_is_not_shown_before_the_prediction():
+    """Issue 24: the given cells of an exercise (a predict-then-measure experiment) lose their
+    outputs in the student edition; the cells before the exercise keep theirs."""
+    from toy_chapter import toy_chapter
+
+    nb = toy_chapter()
+    experiment = nb.cells[11]
+    experiment.outputs = outputs("with 16 keys the largest weight reaches 0.9 at d_k = 64\n")
+    experiment.execution_count = 9
+    nb.cells[3].outputs = outputs("tensor(3.)\n")
+    stats = release_notebook(nb, "toy")
+    released = {c.source: c for c in nb.cells}
+    assert released[experiment.source].outputs == [] and released[experiment.source].execution_count is None
+    assert released[nb.cells[3].source].outputs  # chapter content keeps its outputs
+    assert stats.given_cleared == 1
+
+
 def test_directives_and_gated_cells_removed(student):
     out, stats = student
     nb = nbformat.read(out / "book" / "chapter.ipynb", as_version=4)
@@ -260,7 +278,7 @@ def test_directives_and_gated_cells_removed(student):
     assert "````{exercise}" in exercise and "Write `my_score`." in exercise
     assert "Text after the solution stays." in exercise and "{solution" not in exercise
     assert "After the gate, kept." in sources
-    assert len(nb.cells) == 9  # dropped: colon cell, gate start, gated code, tagged code
+    assert len(nb.cells) == 10  # dropped: colon cell, gate start, gated code, tagged code
     assert stats.directives == 4 and stats.cells_dropped == 4
     page = (out / "book" / "intro.md").read_text()
     assert page.startswith("# Intro") and "The end." in page and "SECRET_COLON" not in page

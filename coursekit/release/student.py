@@ -22,6 +22,7 @@ from .markers import (
     strip_solution_directives,
     stub_solutions,
 )
+from .outline import read_exercises
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Stats:
     directives: int = 0
     cells_dropped: int = 0
     checks_cleared: int = 0
+    given_cleared: int = 0
 
     def __iadd__(self, other: Stats) -> Stats:
         for f in fields(self):
@@ -43,7 +45,8 @@ class Stats:
             f"{self.notebooks} notebooks and {self.pages} markdown pages processed: "
             f"{self.regions} solution regions stubbed, {self.directives} solution directives "
             f"removed, {self.cells_dropped} solution cells dropped, "
-            f"{self.checks_cleared} check cells cleared."
+            f"{self.checks_cleared} check cells cleared, {self.given_cleared} given cells of "
+            "exercises cleared."
         )
 
 
@@ -52,9 +55,20 @@ class Stats:
 # --------------------------------------------------------------------------------------
 def release_notebook(nb: nbformat.NotebookNode, name: str, stub: bool = True) -> Stats:
     """Turn ``nb`` (in place) into its student version. ``stub=False`` does everything but
-    replace the solution regions (nbgrader's ClearSolutions does that, see ``nbgrader.py``)."""
+    replace the solution regions (nbgrader's ClearSolutions does that, see ``nbgrader.py``).
+
+    The given cells of an exercise (e.g. the experiment of a predict-then-measure exercise)
+    lose their outputs: the learner predicts before the page shows the measurement."""
     stats, kept, in_gate = Stats(notebooks=1), [], False
+    given = {i for ex in read_exercises(nb) for i in ex.given}
     for index, cell in enumerate(nb.cells):
+        if (
+            index in given
+            and cell.cell_type == "code"
+            and (cell.get("outputs") or cell.get("execution_count"))
+        ):
+            cell.outputs, cell.execution_count = [], None
+            stats.given_cleared += 1
         if cell.cell_type == "markdown":
             was_in_gate = in_gate
             cell.source, removed, in_gate = strip_solution_directives(cell.source, in_gate)
