@@ -237,3 +237,237 @@ SWEEPS["paper_recipe_ablation"] = SweepSpec(
     "sharing the target embedding matrix (the vocabularies differ, so the source embedding "
     "cannot be shared too), or the model without FFNs (fewer parameters: the FFNs' are gone).",
 )
+
+
+# ---------------------------------------------------------------------------
+# Chapter 9's further sweeps: one definition with the page (course_lib.transformer_experiments)
+# ---------------------------------------------------------------------------
+from course_lib import transformer_experiments as TX  # noqa: E402
+from course_lib.ablation import zero_head  # noqa: E402
+
+
+def ln_init_gradients_run(point, seed, config):
+    """One (placement, depth, seed): each layer's gradient norm at initialisation, on one batch."""
+    g = TX.init_gradient_norms(point["placement"] == "pre", point["layers"], seed)
+    return {
+        "layer_first": g["layer"][0],
+        "layer_last": g["layer"][-1],
+        "ffn_first": g["ffn"][0],
+        "ffn_last": g["ffn"][-1],
+    }
+
+
+def ln_placement_run(point, seed, config):
+    """One (placement, warm-up, depth, peak lr, seed): the test bed trained without clipping."""
+    loss = TX.train_labeller(
+        point["placement"] == "pre",
+        point["lr"],
+        point["warmup"],
+        seed,
+        layers=point["layers"],
+        steps=config["steps"],
+    )
+    return {"final_loss": loss}
+
+
+# Chapter 9's recipe, the paper's, and the paper's with an annealed schedule (the one-cycle
+# cosine of the chapter's recipe in place of the inverse square root, which at 500 steps with a
+# warm-up of 50 still runs at sqrt(50/500) = 0.32 of its peak at the last step).
+RECIPES_BY_LR = {
+    "chapter": PAPER_RECIPES["chapter"],
+    "paper": PAPER_RECIPES["paper"],
+    "paper_annealed": {**PAPER_RECIPES["paper"], "schedule": "one_cycle"},
+}
+
+
+def paper_recipe_lr_run(point, seed, config):
+    """One (recipe, peak lr, seed): chapter 9's date model, validation and held-out results."""
+    task = TX.date_task()
+    model, _ = TX.train_model(
+        task, seed, config["steps"], lr=point["lr"], warmup=config["warmup"], **RECIPES_BY_LR[point["recipe"]]
+    )
+    out = {}
+    for split, pairs in (("val", task.val), ("test", task.test)):
+        batch = data.encode_pairs(pairs, task.src_vocab, task.tgt_vocab)
+        with torch.no_grad():
+            nll = recipes.transformer_loss(model, batch, pad_id=task.tgt_vocab.pad_id).item()
+        prefix = "" if split == "test" else "val_"
+        out[f"{prefix}exact_match"] = TX.exact_match(model, task, pairs)
+        out[f"{prefix}nll"] = nll
+    return out
+
+
+def reversal_run(point, seed, config):
+    """One seed of chapter 9's model and recipe on string reversal: held-out exact match."""
+    task = TX.reversal_task()
+    model, _ = TX.train_model(task, seed, point["steps"])
+    return {"exact_match": TX.exact_match(model, task, task.test)}
+
+
+HEAD_KINDS = {"enc": TX.ATTENTIONS[0], "dec": TX.ATTENTIONS[1], "cross": TX.ATTENTIONS[2]}
+
+
+def heads_run(point, seed, config):
+    """One seed of chapter 9's date model (its recipe, 500 steps), then on the held-out dates:
+    exact match; each head's weight patterns; exact match with each head zeroed, and with each
+    head set to its mean output (means over 1000 training pairs); the last decoder layer's
+    cross-attention heads zeroed together, and all but one; the logit lens."""
+    task = TX.date_task()
+    model, _ = TX.train_model(task, seed, point["steps"])
+    pairs = task.test[: config["n_test"]]
+    out = {"exact_match": TX.exact_match(model, task, pairs)}
+    patterns = TX.head_patterns(model, task, pairs)
+    out["uniform"], out["delimiter_share"] = patterns["uniform"], patterns["delimiter_share"]
+    for name in ("previous", "delimiter", "copy"):
+        for (layer, head), value in zip(_cells(patterns[name]), patterns[name].flatten().tolist()):
+            out[f"{name}_l{layer}_h{head}"] = value
+    means = TX.head_means(model, task, task.train[: config["n_means"]])
+    for method in ("zero", "mean"):
+        table = TX.head_ablation(model, task, pairs, method, means)
+        for short, kind in HEAD_KINDS.items():
+            for (layer, head), value in zip(_cells(table[kind]), table[kind].flatten().tolist()):
+                out[f"{method}_{short}_l{layer}_h{head}"] = value
+    cross = TX.attentions(model)[TX.ATTENTIONS[2]][-1]  # the last decoder layer's
+    for keep in (None, *range(cross.num_heads)):
+        handles = [zero_head(cross, h) for h in range(cross.num_heads) if h != keep]
+        out["cross_last_all" if keep is None else f"cross_last_only_h{keep + 1}"] = TX.exact_match(
+            model, task, pairs
+        )
+        for handle in handles:
+            handle.remove()
+    for depth, value in enumerate(TX.logit_lens(model, task, pairs)):
+        out[f"lens_{depth}"] = value
+    return out
+
+
+def _cells(table):
+    """(layer, head) numbered from 1, in the row-major order of an (L, h) table."""
+    return [(layer + 1, head + 1) for layer in range(table.shape[0]) for head in range(table.shape[1])]
+
+
+def _head_metrics():
+    metrics = {
+        "exact_match": {"unit": "fraction", "higher_is_better": True},
+        "uniform": {"unit": "weight", "higher_is_better": True},
+        "delimiter_share": {"unit": "weight", "higher_is_better": True},
+    }
+    for name in ("previous", "delimiter", "copy"):
+        for layer, head in _cells(torch.zeros(2, 4)):
+            metrics[f"{name}_l{layer}_h{head}"] = {"unit": "weight", "higher_is_better": True}
+    for method in ("zero", "mean"):
+        for short in HEAD_KINDS:
+            for layer, head in _cells(torch.zeros(2, 4)):
+                metrics[f"{method}_{short}_l{layer}_h{head}"] = {"unit": "fraction", "higher_is_better": True}
+    metrics["cross_last_all"] = {"unit": "fraction", "higher_is_better": True}
+    for head in range(1, 5):
+        metrics[f"cross_last_only_h{head}"] = {"unit": "fraction", "higher_is_better": True}
+    for depth in range(3):
+        metrics[f"lens_{depth}"] = {"unit": "fraction", "higher_is_better": True}
+    return metrics
+
+
+SWEEPS["ln_init_gradients"] = SweepSpec(
+    title="Chapter 9's layer-norm test bed at initialisation: the gradient norm of the first and "
+    "the last layer's parameters (and of their FFN's W2), post-LN against pre-LN, by depth",
+    run=ln_init_gradients_run,
+    points=[{"placement": p, "layers": n} for p in ("post", "pre") for n in (1, 2, 4, 8, 16)],
+    config={"batch": 32},
+    smoke={"layers": 2},
+    margins={"ratio_growth": 0.25, "post_profile_growth": 0.1},
+    metrics={
+        m: {"unit": "gradient norm", "higher_is_better": False}
+        for m in ("layer_first", "layer_last", "ffn_first", "ffn_last")
+    },
+    description="Xiong et al. (2020, Theorem 1): at initialisation the gradient of the last "
+    "layer's W2 is O(d sqrt(ln d)) for post-LN, whatever the depth N, and O(d sqrt(ln d / N)) "
+    "for pre-LN, so post/pre grows like sqrt(N). Declared claims: the post/pre ratio of ffn_last "
+    "grows from N = 1 to N = 16 by >= ratio_growth in every seed (paired); at N = 16 post-LN's "
+    "last layer's gradient exceeds its first layer's by a factor >= 1 + post_profile_growth in "
+    "every seed. The same batch (seed 100) for every model; seeds seed the initialisation.",
+)
+
+SWEEPS["ln_placement"] = SweepSpec(
+    title="Chapter 9's layer-norm test bed trained: post-LN against pre-LN, without and with the "
+    "inverse-square-root warm-up, by depth and peak learning rate (Adam, no clipping, 80 steps)",
+    run=ln_placement_run,
+    points=[
+        {"placement": p, "warmup": 0, "layers": n, "lr": 3e-3} for p in ("post", "pre") for n in (2, 4, 8)
+    ]
+    + [
+        {"placement": p, "warmup": w, "layers": n, "lr": 3e-2}
+        for p in ("post", "pre")
+        for w in (0, 20)
+        for n in (2, 4, 8)
+    ],
+    config={"steps": 80, "batch": 32},
+    smoke={"steps": 4},
+    margins={"placement": 1.0, "warmup": 1.0},
+    metrics={"final_loss": {"unit": "nats", "higher_is_better": False}},
+    description="final_loss: the mean training loss of the last 10 of 80 steps (fresh random "
+    "batches, so also a held-out loss; chance ln 16 = 2.77); inf if the loss overflowed. Declared "
+    "claims (lr 3e-2, unpaired, worst seed against best): without warm-up pre-LN beats post-LN by "
+    ">= placement nats where post-LN fails; the warm-up rescues post-LN by >= warmup nats where "
+    "it does. lr 3e-3 without warm-up is the control (both placements are expected to train).",
+)
+
+SWEEPS["paper_recipe_lr"] = SweepSpec(
+    title="Dates, chapter 9's model, 500 steps: the chapter's recipe, the paper's, and the paper's "
+    "with the chapter's annealed schedule, each at three peak learning rates; the rate chosen on "
+    "validation, reported on the held-out set",
+    run=paper_recipe_lr_run,
+    points=[{"recipe": r, "lr": lr} for r in RECIPES_BY_LR for lr in (1e-3, 3e-3, 1e-2)],
+    config={"steps": 500, "warmup": 0.1},
+    smoke={"steps": 8},
+    margins={"em_best_lr": 0.01, "annealing": 0.01},
+    metrics={
+        "val_exact_match": {"unit": "fraction", "higher_is_better": True},
+        "val_nll": {"unit": "nats/token", "higher_is_better": False},
+        "exact_match": {"unit": "fraction", "higher_is_better": True},
+        "nll": {"unit": "nats/token", "higher_is_better": False},
+    },
+    records=[("exact_match", "paper_recipe_lr/{recipe}/{lr}")],
+    description="Each recipe's rate is the one with the highest mean validation exact match over "
+    "the seeds (ties: the lower mean validation cross-entropy); its held-out results are the ones "
+    "compared. nll: cross-entropy without smoothing. Declared claims (unpaired, each recipe at its "
+    "chosen rate): the chapter's recipe beats the paper's by >= em_best_lr in held-out exact "
+    "match; the annealed paper recipe beats the paper's by >= annealing. The chapter/3e-3 and "
+    "paper/3e-3 points are the same computations as transformer_paper_recipe's 500-step points.",
+)
+
+SWEEPS["transformer_reversal"] = SweepSpec(
+    title="String reversal (1 to 10 letters), chapter 9's model and recipe, 250 steps: held-out exact match",
+    run=reversal_run,
+    points=[{"steps": 250}],
+    config={},
+    smoke={"steps": 8},
+    margins={"em_floor": 0.99},
+    metrics={"exact_match": {"unit": "fraction", "higher_is_better": True}},
+    records=[("exact_match", "transformer_reversal_exact_match")],
+    description="Declared claim: every seed reaches >= em_floor held-out exact match.",
+)
+
+SWEEPS["transformer_heads"] = SweepSpec(
+    title="Dates, chapter 9's model and recipe (500 steps): each head's weight patterns, exact "
+    "match with each head zeroed or mean-ablated, the last cross-attention heads together, and the "
+    "logit lens, on 1000 held-out dates",
+    run=heads_run,
+    points=[{"steps": 500}],
+    config={"n_test": 1000, "n_means": 1000},
+    smoke={"steps": 8, "n_test": 20, "n_means": 20},
+    margins={
+        "em_floor": 0.99,
+        "copy_over_uniform": 0.1,
+        "delimiter_over_share": 0.1,
+        "costliest_head": 0.1,
+        "lens_gain": 0.05,
+    },
+    metrics=_head_metrics(),
+    description="Layers and heads are numbered from 1 (enc: encoder self-attention; dec: decoder "
+    "masked self-attention; cross: cross-attention). Mean ablation replaces a head's output by "
+    "its mean over the real query positions of 1000 training pairs. Declared claims (per seed, "
+    "paired): exact match >= em_floor; every last-layer cross head puts >= copy_over_uniform more "
+    "weight on the copied digit than uniform attention would; the best delimiter head puts >= "
+    "delimiter_over_share more than the delimiters' share; the costliest head (zeroed) costs >= "
+    "costliest_head of exact match; each decoder layer raises the logit lens's accuracy by >= "
+    "lens_gain. exact_match equals transformer_paper_recipe's chapter/500 (same computation).",
+)
