@@ -1,13 +1,13 @@
-"""Unit tests of course_lib.ablation (zero a head, remove the FFNs) and of chapter 8's
-extrapolation experiment (course_lib.positional_experiments)."""
+"""Unit tests of course_lib.ablation (zero a head, set a head to its mean, remove the FFNs) and of
+chapter 8's extrapolation experiment (course_lib.positional_experiments)."""
 
 import pytest
 import torch
 
 from course_lib import positional_experiments as PE
-from course_lib.ablation import without_ffn, zero_head
+from course_lib.ablation import mean_head, without_ffn, zero_head
 from course_lib.multihead import MultiHeadAttention
-from course_lib.transformer import Transformer
+from tiny_models import tiny_transformer
 
 torch.set_num_threads(1)
 
@@ -26,10 +26,33 @@ def test_zero_head_removes_one_head_until_the_hook_goes():
     assert torch.equal(again, full)
 
 
+def test_mean_head_replaces_one_head_by_a_fixed_vector_until_the_hook_goes():
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(16, num_heads=4).eval()
+    x = torch.randn(2, 5, 16)
+    full, _ = attn(x, x, x)
+    mean = torch.randn(16)  # (h * d_k,)
+    one = mean_head(attn, 1, mean)
+    changed, _ = attn(x, x, x)
+    one.remove()
+    seen = {}
+    grab = attn.out_proj.register_forward_pre_hook(lambda m, args: seen.setdefault("x", args[0].clone()))
+    attn(x, x, x)
+    grab.remove()
+    expected = seen["x"].clone()
+    expected[..., 4:8] = mean[4:8]  # head 1's d_k = 4 columns
+    assert torch.allclose(changed, attn.out_proj(expected), atol=1e-6)
+    handles = [mean_head(attn, h, mean) for h in range(4)]
+    constant, _ = attn(x, x, x)
+    assert torch.allclose(constant, attn.out_proj(mean).expand_as(constant), atol=1e-6), "every head: W^O mean"
+    for handle in handles:
+        handle.remove()
+    assert torch.equal(attn(x, x, x)[0], full)
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_without_ffn_deletes_the_ffns_and_their_parameters(norm_first):
-    torch.manual_seed(0)
-    model = Transformer(12, 9, d_model=16, num_heads=4, d_ff=32, dropout=0.0, norm_first=norm_first).eval()
+    model = tiny_transformer(12, 9, norm_first=norm_first)
     ffn = sum(
         p.numel()
         for l in [*model.encoder.layers, *model.decoder.layers]

@@ -6,15 +6,13 @@ import torch
 
 from course_lib import decoding
 from course_lib.charlm import CharLM, generate
-from course_lib.data import Vocab
+from tiny_models import tiny_char_lm
 
 
 @pytest.fixture(scope="module")
 def tiny_lm():
-    text = "the cat sat on the mat. the dog sat on the log. " * 20
-    vocab = Vocab.from_text(text, specials=("<unk>",))
-    torch.manual_seed(0)
-    return CharLM(len(vocab), "gru", embed_size=8, hidden_size=16), vocab
+    model, vocab, _ = tiny_char_lm()
+    return model, vocab
 
 
 def test_charlm_shapes_state_and_errors():

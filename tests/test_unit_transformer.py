@@ -18,17 +18,9 @@ from course_lib.transformer import (
     greedy_decode,
     shift_right,
 )
+from tiny_models import tiny_transformer
 
 BOS, EOS, PAD = 1, 2, 0
-
-
-def tiny_transformer(seed=0, **kwargs):
-    torch.manual_seed(seed)
-    options = dict(
-        d_model=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=32, dropout=0.0, max_len=32
-    )
-    options.update(kwargs)
-    return Transformer(9, 7, **options).eval()
 
 
 def test_layers_keep_the_shape_and_store_every_heads_weights():
@@ -202,7 +194,7 @@ def test_bad_inputs_raise_with_names_and_shapes():
         dec(torch.randn(2, 5, 16), torch.randn(2, 5))
     with pytest.raises(ValueError, match="batch size"):
         dec(torch.randn(2, 5, 16), torch.randn(3, 5, 16))
-    model = tiny_transformer()
+    model = tiny_transformer(max_len=32)
     with pytest.raises(ValueError, match="src must be a"):
         model(torch.tensor([3, 4]), torch.tensor([[BOS]]))
     with pytest.raises(TypeError, match="integer"):
@@ -246,8 +238,7 @@ def test_train_transformer_takes_the_papers_schedule_and_refuses_others():
 
     pairs = [("ab", "ba"), ("abc", "cba"), ("ca", "ac")]
     vocab = data.Vocab.from_text([s for s, _ in pairs])
-    torch.manual_seed(0)
-    model = Transformer(len(vocab), len(vocab), d_model=16, num_heads=4, d_ff=32, dropout=0.0)
+    model = tiny_transformer(len(vocab), len(vocab))
     history = train_transformer(
         model,
         pairs,

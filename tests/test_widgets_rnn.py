@@ -10,8 +10,6 @@ import torch
 matplotlib.use("Agg")
 
 from course_lib import rnn
-from course_lib.charlm import CharLM
-from course_lib.data import Vocab
 from course_lib.widgets import (
     FORGET_BIAS_OPTIONS,
     GAIN_OPTIONS,
@@ -26,6 +24,7 @@ from course_lib.widgets import (
     jacobian_norms,
 )
 from course_lib.widgets.rnn import orthogonal_recurrent_weight
+from tiny_models import tiny_char_lm
 
 
 def stats(frame):
@@ -136,11 +135,7 @@ def forget():
 
 @pytest.fixture(scope="module")
 def tiny_lm():
-    text = "the cat sat on the mat. the dog sat on the log. " * 20
-    vocab = Vocab.from_text(text, specials=("<unk>",))
-    torch.manual_seed(0)
-    model = CharLM(len(vocab), "gru", embed_size=8, hidden_size=16)
-    return model, vocab, text
+    return tiny_char_lm()
 
 
 @pytest.fixture(scope="module")

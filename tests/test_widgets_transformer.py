@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from course_lib.data import Vocab
-from course_lib.transformer import Transformer
 from course_lib.widgets import LayerHeadExplorer, pattern_scores
+from tiny_models import tiny_transformer
 
 EXAMPLES = [("9 may 2018", "2018-05-09"), ("the 1st of june 2001", "2001-06-01")]
 
@@ -17,17 +17,7 @@ EXAMPLES = [("9 may 2018", "2018-05-09"), ("the 1st of june 2001", "2001-06-01")
 def explorer_and_model():
     src_vocab = Vocab.from_text([s for s, _ in EXAMPLES])
     tgt_vocab = Vocab.from_text([t for _, t in EXAMPLES])
-    torch.manual_seed(0)
-    model = Transformer(
-        len(src_vocab),
-        len(tgt_vocab),
-        d_model=16,
-        num_heads=4,
-        d_ff=32,
-        num_encoder_layers=3,
-        num_decoder_layers=3,
-        dropout=0.0,
-    ).eval()
+    model = tiny_transformer(len(src_vocab), len(tgt_vocab), num_encoder_layers=3, num_decoder_layers=3)
     return LayerHeadExplorer(model, EXAMPLES, src_vocab, tgt_vocab, digits=4), model, src_vocab, tgt_vocab
 
 
@@ -83,7 +73,7 @@ def test_trait_selection_and_bad_input(explorer_and_model):
         ex.frame(head=5)
     with pytest.raises(ValueError, match="examples"):
         LayerHeadExplorer(model, [], src_vocab, tgt_vocab)
-    unequal = Transformer(len(src_vocab), len(tgt_vocab), d_model=16, num_heads=4, num_encoder_layers=1)
+    unequal = tiny_transformer(len(src_vocab), len(tgt_vocab), num_encoder_layers=1)
     with pytest.raises(ValueError, match="as many encoder as decoder layers"):
         LayerHeadExplorer(unequal, EXAMPLES, src_vocab, tgt_vocab)
     fig = ex.figure([{"kind": "encoder"}, {"kind": "cross"}])
