@@ -514,7 +514,12 @@ SWEEPS["dates_encoders"] = SweepSpec(
     points=[{"encoder": e, "steps": 300} for e in ENCODERS],
     config={"lr": 1e-2, "embed": 32, "held_out": HELD_OUT},
     smoke={"steps": 8},
-    margins={"alignment_bi_vs_uni": 0.05, "alignment_bi_vs_wide": 0.05, "offset_direction": 0.05},
+    margins={
+        "alignment_bi_vs_uni": 0.05,
+        "alignment_bi_vs_wide": 0.05,
+        "offset_direction": 0.05,
+        "em_vs_no_attention": 0.2,  # exact match against dates_no_attention at the same budget
+    },
     metrics={
         **_metrics(("exact_match", "position_accuracy", "alignment_accuracy")),
         **_metrics(("on_source", "right_of_source", "left_of_source")),
