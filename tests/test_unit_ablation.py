@@ -44,7 +44,9 @@ def test_mean_head_replaces_one_head_by_a_fixed_vector_until_the_hook_goes():
     assert torch.allclose(changed, attn.out_proj(expected), atol=1e-6)
     handles = [mean_head(attn, h, mean) for h in range(4)]
     constant, _ = attn(x, x, x)
-    assert torch.allclose(constant, attn.out_proj(mean).expand_as(constant), atol=1e-6), "every head: W^O mean"
+    assert torch.allclose(constant, attn.out_proj(mean).expand_as(constant), atol=1e-6), (
+        "every head: W^O mean"
+    )
     for handle in handles:
         handle.remove()
     assert torch.equal(attn(x, x, x)[0], full)
