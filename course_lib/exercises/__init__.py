@@ -37,6 +37,7 @@ from . import (
                       self_attention,
                       seq2seq,
                       seq2seq_attention,
+                      tokens,
                       transformer,
 )
 from ._compare import within
@@ -53,7 +54,8 @@ from ._engine import (
 from ._forbid import AUTOGRAD, Forbidden
 
 CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05": attention,
-            "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt}
+            "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt,
+            "11": tokens}
 
 globals().update(REGISTRY)  # every check under its public name: check_scaled_dot_score, ...
 __all__ = ["AUTOGRAD", "CHAPTERS", "REGISTRY", "Answer", "Check", "CheckResult", "ExerciseFailure",
