@@ -7,11 +7,11 @@ import copy
 import pytest
 import torch
 
+from check_failures import failure
 from course_lib.exercises import (
     REGISTRY,
     Answer,
     Check,
-    ExerciseFailure,
     ExerciseNotAttempted,
     Forbidden,
     Mistake,
@@ -78,33 +78,27 @@ def double_check(made_up, **kw):
     )
 
 
-def fail(record, *args):
-    with pytest.raises(ExerciseFailure) as info:
-        record(*args)
-    return str(info.value)
-
-
 def test_a_check_names_case_difference_cause_and_hint_step(made_up):
     check = double_check(made_up)
-    message = fail(check, lambda x: x + 1)
+    message = failure(check, lambda x: x + 1)
     assert message.splitlines() == [
         "check_double_for_test: hidden case 1 of 2 (a vector; inputs: x=(2,) float32) failed.",
         "  result: values differ (max abs error 1); first difference at index [1]: expected 4, got 3.",
         "  Likely cause: that is x + 1",
         "  Hint (1 of 2): step one",
     ]
-    assert "Hint (2 of 2): step two" in fail(check, lambda x: x * x)
-    assert "Hint (2 of 2): step two" in fail(check, lambda x: x * x)
+    assert "Hint (2 of 2): step two" in failure(check, lambda x: x * x)
+    assert "Hint (2 of 2): step two" in failure(check, lambda x: x * x)
 
 
 def test_a_learner_error_is_matched_with_a_mistake_that_raises_the_same(made_up):
-    message = fail(double_check(made_up), lambda x: x.reshape(3))
+    message = failure(double_check(made_up), lambda x: x.reshape(3))
     assert "your function raised RuntimeError" in message and "x.reshape(3)" in message
     assert "Likely cause: x.T fails on a vector" in message
 
 
 def test_unknown_wrong_answers_get_no_cause(made_up):
-    message = fail(double_check(made_up), lambda x: 3 * x)
+    message = failure(double_check(made_up), lambda x: 3 * x)
     assert "Likely cause" not in message and "expected 2, got 3" in message
 
 
@@ -116,7 +110,7 @@ def test_a_call_may_reject_the_form_of_a_result(made_up):
         return out
 
     check = double_check(made_up, call=observe)
-    assert "return a tensor" in fail(check, lambda x: [1.0])
+    assert "return a tensor" in failure(check, lambda x: [1.0])
     assert check(lambda x: 2 * x)
 
 
@@ -148,7 +142,7 @@ def test_what_is_off_limits_is_refused_however_it_is_reached(made_up):
         lambda T: bound_early(T),
         lambda T: attention.causal_mask(T),
     ]:
-        message = fail(check, shortcut)
+        message = failure(check, shortcut)
         assert "called course_lib.attention.causal_mask, which this exercise puts off limits" in message
     assert check(lambda T: torch.ones(T, T, dtype=torch.bool).tril())
 
@@ -176,7 +170,7 @@ def test_a_condition_limits_what_is_refused(made_up):
         forbidden=[Forbidden("torch.nn.functional.cross_entropy", when=lambda a: a["reduction"] == "sum")],
     )
     assert check(lambda x, t: F.cross_entropy(x, t))
-    assert "off limits" in fail(check, lambda x, t: F.cross_entropy(x, t, reduction="sum") / 3)
+    assert "off limits" in failure(check, lambda x, t: F.cross_entropy(x, t, reduction="sum") / 3)
 
 
 def test_a_check_must_say_what_is_off_limits_or_why_nothing_is(made_up):
@@ -233,10 +227,10 @@ def test_an_answer(made_up, capsys):
     check = answer_record(made_up)
     assert check(torch.tensor(10.2))
     assert capsys.readouterr().out == "✓ check_answer_for_test: 10.2 is within ±0.5 of 10, ten.\n"
-    message = fail(check, 8)
+    message = failure(check, 8)
     assert "8 is not within ±0.5 of ten (it is too low)" in message
     assert "Likely cause: counted in base 8" in message and "10" not in message.split("Hint")[0]
-    assert "expected a number" in fail(check, "ten")
+    assert "expected a number" in failure(check, "ten")
     with pytest.raises(ExerciseNotAttempted, match="no answer yet"):
         check(None)
 
@@ -269,7 +263,7 @@ def test_a_prediction_explains_either_way_and_an_honest_miss_does_not_raise(made
         "too low by a factor of 10.5"
     )
     assert "Likely misconception: far too small" in out and "Why: because" in out
-    assert "the measurement must be a number" in fail(check, 4, None)
+    assert "the measurement must be a number" in failure(check, 4, None)
     with pytest.raises(ExerciseNotAttempted, match="BEFORE you run the experiment"):
         check(None, 42.0)
 

@@ -4,6 +4,7 @@ the stub, and name the typical mistakes."""
 import pytest
 import torch
 
+from check_failures import fails_with
 from course_lib import decoding, rnn
 from course_lib.exercises import (
     CheckResult,
@@ -22,15 +23,6 @@ from course_lib.exercises import (
 
 def stub(*args, **kwargs):
     raise NotImplementedError("Exercise: write your solution here")
-
-
-def fails_with(check, fn, *phrases):
-    with pytest.raises(ExerciseFailure) as info:
-        check(fn)
-    message = str(info.value)
-    for phrase in phrases:
-        assert phrase in message, message
-    return message
 
 
 # ---- correct answers, written as a learner would ------------------------------------------
@@ -102,7 +94,7 @@ CHECKS = [
 @pytest.mark.parametrize("check, good", CHECKS, ids=[c.__name__ for c, _ in CHECKS])
 def test_passes_on_a_correct_answer(check, good, capsys):
     result = check(good)
-    assert isinstance(result, CheckResult) and result
+    assert isinstance(result, CheckResult) and result.name == check.__name__, result
     assert f"✓ {check.__name__}: all" in capsys.readouterr().out
 
 
