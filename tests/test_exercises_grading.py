@@ -12,6 +12,7 @@ references that wrote it live in coursekit/grading, which the learner's package 
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -44,7 +45,18 @@ def test_every_check_and_answer_has_its_data_and_nothing_else_is_stored():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
+    """The wheel pip builds from the repository's package files, copied first (building in
+    place would leave build/ in the working tree)."""
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "pyproject.toml", "README.md", "LICENSE", "course_lib"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for rel in filter(None, tracked.split("\0")):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, src / rel)
     run = subprocess.run(
         [
             sys.executable,
@@ -56,7 +68,7 @@ def wheel(tmp_path_factory):
             "--no-build-isolation",
             "-w",
             str(out),
-            str(ROOT),
+            str(src),
         ],
         capture_output=True,
         text=True,

@@ -17,6 +17,7 @@ from course_lib.exercises import (
     CheckResult,
     ExerciseFailure,
     ExerciseNotAttempted,
+    Goal,
     Prediction,
 )
 from coursekit.grading import REFERENCES, examples, hidden_cases
@@ -70,7 +71,21 @@ def test_the_stub_is_not_attempted(name):
     assert str(info.value).startswith(f"{name}: no") or "not implemented yet" in str(info.value)
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if not isinstance(REGISTRY[n], Prediction)])
+GRADED = [n for n in NAMES if isinstance(REGISTRY[n], (Check, Answer))]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if isinstance(REGISTRY[n], Goal)])
+def test_a_goal_passes_above_its_bar_and_names_the_usual_reasons_below(name, capsys):
+    record = REGISTRY[name]
+    missed = examples(name)["missed"]
+    with pytest.raises(ExerciseFailure) as info:
+        record(*missed)
+    message = str(info.value)
+    assert "the goal is" in message and all(m.message in message for m in record.mistakes)
+    assert len(record.hints) >= 2 and record.doc
+
+
+@pytest.mark.parametrize("name", GRADED)
 def test_each_mistake_fails_with_its_own_message(name):
     record = REGISTRY[name]
     mistakes = examples(name)["mistakes"]
@@ -156,7 +171,7 @@ def test_autograd_is_refused_inside_enable_grad_and_grad_mode_is_restored():
     assert torch.is_grad_enabled()
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if not isinstance(REGISTRY[n], Prediction)])
+@pytest.mark.parametrize("name", GRADED)
 def test_hints_come_in_steps(name):
     record = REGISTRY[name]
     hints = list(record.hints)
@@ -183,7 +198,7 @@ def test_is_public_under_its_name(name):
     assert record.__name__ == name and record.doc and record.__doc__ == record.doc
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if not isinstance(REGISTRY[n], Prediction)])
+@pytest.mark.parametrize("name", GRADED)
 def test_hidden_cases_pass_the_reference_and_fail_the_mistakes(name, capsys):
     record = REGISTRY[name]
     ex = examples(name)

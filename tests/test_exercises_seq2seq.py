@@ -31,7 +31,7 @@ def good_loss(logits, tgt_out, pad_id):
 
 
 def good_greedy(step, state, bos_id, eos_id, max_len):
-    y = torch.full_like(state, bos_id)
+    y = torch.full((len(state),), bos_id, dtype=torch.long)  # len(state) is the batch size
     finished = torch.zeros(len(y), dtype=torch.bool)
     out = []
     for _ in range(max_len):
@@ -78,7 +78,7 @@ def loss_counting_pads(logits, tgt_out, pad_id):
 
 
 def greedy_without_stopping_rows(step, state, bos_id, eos_id, max_len):
-    y = torch.full_like(state, bos_id)
+    y = torch.full((len(state),), bos_id, dtype=torch.long)  # len(state) is the batch size
     out = []
     for _ in range(max_len):
         logits, state = step(y, state)
@@ -168,3 +168,22 @@ def test_check_reports_an_exception_of_the_learners_code():
 
     with pytest.raises(ExerciseFailure, match="your function raised RuntimeError"):
         check_sequence_loss(broken)
+
+
+def test_a_greedy_search_that_shapes_its_tokens_like_the_state_is_named():
+    """The decoder's state may be a (B, H) tensor: the tokens are (B,) whatever the state."""
+
+    def like_the_state(step, state, bos_id, eos_id, max_len):
+        y, out = torch.full_like(state, bos_id), []
+        done = torch.zeros(len(state), dtype=torch.bool)
+        for _ in range(max_len):
+            logits, state = step(y, state)
+            y = logits.argmax(-1).masked_fill(done, eos_id)
+            done |= y == eos_id
+            out.append(y)
+            if done.all():
+                break
+        return torch.stack(out, 1)
+
+    with pytest.raises(ExerciseFailure, match="the state is a .B, H. float tensor"):
+        check_greedy_search(like_the_state)

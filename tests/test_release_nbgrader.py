@@ -314,8 +314,8 @@ def with_a_typical_mistake(nb):
         indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
         args = ", ".join(a.arg for a in fn.args.args)
         lines[begin : end + 1] = [
-            f"{indent}from course_lib.exercises import REGISTRY",
-            f"{indent}return REGISTRY[{record.name!r}].mistakes[0].fn({args})",
+            f"{indent}from coursekit.grading import REFERENCES",
+            f"{indent}return REFERENCES[{record.name!r}].mistakes[0]({args})",
         ]
         cell.source = "\n".join(lines)
         return nb, nb.cells[ex.checks[0]].metadata["nbgrader"]["grade_id"]

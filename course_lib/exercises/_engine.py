@@ -33,8 +33,8 @@ from ._data import decode, read
 from ._forbid import Forbidden, guard
 
 __all__ = ["Answer", "Check", "CheckResult", "ExerciseFailure", "ExerciseNotAttempted",
-           "Forbidden", "Mistake", "Prediction", "REGISTRY", "RunCase", "WrongResult",
-           "no_grad", "set_case_source"]
+           "Forbidden", "Goal", "Mistake", "Prediction", "REGISTRY", "RunCase", "WrongResult",
+           "no_grad", "require_passed", "set_case_source"]
 
 _HERE = str(Path(__file__).resolve().parent)
 
@@ -131,6 +131,7 @@ class _Record:
         self.__name__ = self.__qualname__ = self.name
         self.__doc__ = self.doc
         self._failures = 0
+        self.passed = False  # whether the last call passed (see require_passed)
 
     def reset_hints(self) -> None:
         """Start the hints again from step 1 (as for a learner who opens the notebook afresh)."""
@@ -161,7 +162,11 @@ class _Record:
 
     def _passed(self, text: str, hit: bool | None = None) -> CheckResult:
         print(text)
+        self.passed = True
         return CheckResult(self.name, text, hit)
+
+    def _start(self) -> None:
+        self.passed = False
 
 
 # --------------------------------------------------------------------------------------
@@ -206,6 +211,7 @@ class Check(_Record):
         self._register()
 
     def __call__(self, fn: Callable) -> CheckResult:
+        self._start()
         if not callable(fn):
             raise self._failure(f"expects a function, got {type(fn).__name__}: pass the function "
                                 f"itself, e.g. {self.name}(my_function), without calling it.")
@@ -348,6 +354,7 @@ class Answer(_Record):
         self._register()
 
     def __call__(self, answer: Any) -> CheckResult:
+        self._start()
         if answer is None or answer is Ellipsis:
             raise ExerciseNotAttempted(f"{self.name}: no answer yet: replace None by the number "
                                        f"({self.quantity}), then run this check again.")
@@ -410,6 +417,7 @@ class Prediction(_Record):
         self._register()
 
     def __call__(self, predicted: Any, measured: Any, reasoning: Any = _NOT_ASKED) -> CheckResult:
+        self._start()
         if predicted is None or predicted is Ellipsis:
             raise ExerciseNotAttempted(
                 f"{self.name}: no prediction yet: replace None by your prediction of "
@@ -453,6 +461,63 @@ def _gap(p: float, m: float, tolerance: Tolerance) -> str:
     else:
         size = f"{abs(p - m):.3g}"
     return f"{side} by {size} (the check counts {tolerance} as close)"
+
+
+# --------------------------------------------------------------------------------------
+# Goal: a result of the learner's model must reach a bar
+# --------------------------------------------------------------------------------------
+@dataclass(eq=False, repr=False)
+class Goal(_Record):
+    """``check(value)``: a result measured on what the learner built (a held-out accuracy, a
+    loss) must reach ``at_least`` (or stay at or below ``at_most``). The bar is set well below
+    what a correct build reaches in the same budget on every seed tried (the record's ``doc``
+    says how far), so that a correct build passes on any CPU.
+
+    quantity: what the value is; mistakes: messages for typical reasons a build misses the bar
+    (shown all together on a miss: no single number tells them apart).
+    """
+
+    name: str
+    doc: str
+    _: KW_ONLY
+    quantity: str
+    hints: Sequence[str]
+    at_least: float | None = None
+    at_most: float | None = None
+    mistakes: Sequence[Mistake] = ()
+    kind = "goal"
+
+    def __post_init__(self):
+        if (self.at_least is None) == (self.at_most is None):
+            raise ValueError(f"{self.name}: give exactly one of at_least and at_most")
+        self._register()
+
+    def __call__(self, value: Any) -> CheckResult:
+        self._start()
+        if value is None or value is Ellipsis:
+            raise ExerciseNotAttempted(f"{self.name}: no result yet: run the cells above that "
+                                       f"measure {self.quantity}, then this check.")
+        v = as_number(value)
+        if v is None:
+            raise self._failure(f"expected a number ({self.quantity}), got {describe(value)}.")
+        bar = self.at_least if self.at_least is not None else self.at_most
+        reached = v >= bar if self.at_least is not None else v <= bar
+        side = "at least" if self.at_least is not None else "at most"
+        if reached:
+            return self._passed(f"✓ {self.name}: {self.quantity} {v:.4g}, the goal is {side} {bar:g}.")
+        causes = "; ".join(m.message for m in self.mistakes) or None
+        raise self._failure(f"{self.quantity} is {v:.4g}; the goal is {side} {bar:g}.",
+                            cause=causes)
+
+
+def require_passed(*records: _Record) -> None:
+    """Raise :class:`ExerciseNotAttempted` unless the last call of every record passed: a cell
+    that assembles a model from the learner's parts runs only once each part is right."""
+    missing = [r.name for r in records if not r.passed]
+    if missing:
+        raise ExerciseNotAttempted(
+            "this cell builds on your earlier parts; first make these checks pass (run their "
+            f"cells again if you changed the code): {', '.join(missing)}")
 
 
 # --------------------------------------------------------------------------------------

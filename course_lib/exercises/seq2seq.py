@@ -39,14 +39,15 @@ check_sequence_loss = Check(
 # Greedy decoding
 # --------------------------------------------------------------------------------------
 class _TableStep:
-    """A deterministic toy decoder: step(y (B,), state (B,) step counter) -> (logits (B, V),
-    state + 1); the logits depend on the previous token and the step."""
+    """A deterministic toy decoder: step(y (B,), state) -> (logits (B, V), state + 1); the
+    logits depend on the previous token and the step. The state is a (B,) step counter, or a
+    (B, H) float tensor (like a GRU's hidden state) whose first column counts the steps."""
 
     def __init__(self, table):
         self.table = table  # (T, V, V): logits of the next token at step t after token v
 
     def __call__(self, y, state):
-        t = state.clamp(max=self.table.shape[0] - 1)
+        t = (state if state.dim() == 1 else state[:, 0]).long().clamp(max=self.table.shape[0] - 1)
         return self.table[t, y], state + 1
 
     def __repr__(self):
@@ -56,7 +57,7 @@ class _TableStep:
 check_greedy_search = Check(
     "check_greedy_search",
     "fn(step, state, bos_id, eos_id, max_len) -> tokens (B, L) long: "
-    "greedy decoding with step(y (B,), state) -> (logits (B, V), state)",
+    "greedy decoding with step(y (B,), state) -> (logits (B, V), state); len(state) is B",
     params=("step", "state", "bos_id", "eos_id", "max_len"),
     mistakes=[
         Mistake("the output starts with bos: return only the tokens the decoder wrote."),

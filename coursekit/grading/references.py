@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from course_lib.exercises import REGISTRY, Answer, Check, Prediction
+from course_lib.exercises import REGISTRY, Answer, Check, Goal, Prediction
 
 __all__ = [
     "REFERENCES",
@@ -113,6 +113,11 @@ def examples(name: str) -> dict:
             "mistakes": [(m, (fn(),)) for m, fn in zip(record.mistakes, ref.mistakes)],
             "shortcuts": [],
         }
+    if isinstance(record, Goal):
+        bar = record.at_least if record.at_least is not None else record.at_most
+        step = abs(bar) * 0.1 + 0.01
+        good, bad = (bar + step, bar - step) if record.at_least is not None else (bar - step, bar + step)
+        return {"right": (good,), "stub": (None,), "mistakes": [], "shortcuts": [], "missed": (bad,)}
     if isinstance(record, Prediction):
         e = record.example
         return {

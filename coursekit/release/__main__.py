@@ -35,8 +35,16 @@ def main(argv: list[str] | None = None) -> int:
         help="an nbgrader course directory (source/<assignment>/ and nbgrader_config.py) for some chapters",
     )
     grader.add_argument("outdir", type=Path, help="the course directory to write")
+    grader.add_argument("--chapters", nargs="+", default=[], metavar="NN", help="chapter numbers, e.g. 05 06")
     grader.add_argument(
-        "--chapters", nargs="+", required=True, metavar="NN", help="chapter numbers, e.g. 05 06"
+        "--assignments",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="multi-part assignments (assignments/NAME.ipynb), e.g. a1_seq2seq_attention",
+    )
+    grader.add_argument(
+        "--no-hidden", action="store_true", help="leave out the hidden tests (they need the repository)"
     )
     grader.add_argument(
         "--exercises-only",
@@ -107,7 +115,13 @@ def _nbgrader(args) -> int:
     from .nbgrader import write_course
 
     written = write_course(
-        args.src or find_root(), args.outdir, args.chapters, args.exercises_only, force=args.force
+        args.src or find_root(),
+        args.outdir,
+        args.chapters,
+        args.exercises_only,
+        force=args.force,
+        assignments=args.assignments,
+        hidden=not args.no_hidden,
     )
     print(f"nbgrader course directory written to {args.outdir}:")
     for path in written:

@@ -10,9 +10,20 @@ BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here")'
 SOLUTION_TAG = "solution"
+ANSWER = "**Your answer:**"  # a markdown cell starting so is a written answer, graded by hand
+ANSWER_STUB = ANSWER + "\n\nYOUR ANSWER HERE"  # what the student edition (and nbgrader) leaves of it
 RAISES_TAG = "raises-exception"  # nbclient / Jupyter Book / nbval / JupyterLab: error expected
 HIDE_INPUT_TAG = "hide-input"
 INSTRUCTOR_ONLY = "instructor_"  # book/instructor_*: pages for instructors only
+
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"  # nbgrader's
+_HIDDEN = re.compile(rf"\n?{HIDDEN_BEGIN}\n.*?{HIDDEN_END}", re.S)
+
+
+def strip_hidden_tests(source: str) -> str:
+    """``source`` without its hidden-test regions (as nbgrader's student version has it)."""
+    return _HIDDEN.sub("", source)
+
 
 _MARKER = re.compile(r"^(?P<indent>[ \t]*)(?P<marker>### (?:BEGIN|END) SOLUTION)[ \t]*$")
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|:{3,})[ \t]*(?P<info>.*)$")

@@ -11,7 +11,9 @@ book notebook carries exactly what it would write. Per exercise labelled ``ex-x`
 * each solution cell: ``solution: true``, ``grade_id`` ``ex-x-solution`` (``-solution-2``...);
 * each check cell: autograded tests, ``locked``, ``points`` n, ``grade_id`` ``ex-x-check``;
 * each given cell (e.g. the experiment of a predict-then-measure exercise): read-only,
-  ``ex-x-given``, so that autograding runs the instructor's experiment, not an edited one.
+  ``ex-x-given``, so that autograding runs the instructor's experiment, not an edited one;
+* each answer cell (markdown starting with ``**Your answer:**``): a manually graded answer,
+  ``ex-x-answer``, n points (the rubric says how to give them).
 
 nbgrader reads ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (its own markers) only in cells
 marked ``solution: true``; in any other cell it refuses the notebook with "Solution region
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from .markers import BEGIN, ReleaseError
+from .markers import BEGIN, HIDDEN_BEGIN, HIDDEN_END, ReleaseError, strip_solution_directives
 from .outline import read_exercises, stray_markers
 
 SCHEMA_VERSION = 3
@@ -82,6 +84,8 @@ def expected_metadata(nb, name: str) -> dict[int, dict]:
             metadata[i] = _meta(_numbered(ex.label, "check", n), grade=True, locked=True, points=ex.stars)
         for n, i in enumerate(ex.given, 1):
             metadata[i] = _meta(_numbered(ex.label, "given", n), locked=True)
+        for n, i in enumerate(ex.answers, 1):  # written, graded by hand (a manually graded answer)
+            metadata[i] = _meta(_numbered(ex.label, "answer", n), solution=True, grade=True, points=ex.stars)
     for index, cell in enumerate(nb.cells):
         if (
             cell.cell_type == "code"
@@ -212,23 +216,32 @@ def _names(source: str) -> tuple[set, set]:
 # --------------------------------------------------------------------------------------
 CONFIG = '''"""nbgrader configuration, written by `python -m coursekit.release nbgrader`.
 
-Run nbgrader from this folder with course_lib importable (pip install the course, or set
-PYTHONPATH to the repository): `nbgrader generate_assignment ch05`, then collect the
+Run nbgrader from this folder: `nbgrader generate_assignment ch05`, then collect the
 submissions into submitted/<student>/<assignment>/ and run `nbgrader autograde ch05`.
 """
-from nbgrader.converters.generate_assignment import GenerateAssignment
+import os
+import sys
 
-from coursekit.release.markers import BEGIN, END, STUB
-from coursekit.release.nbgrader_preprocessor import StudentEdition
+# The course's repository: coursekit (this configuration, the hidden tests) and course_lib.
+REPOSITORY = {root!r}
+sys.path.insert(0, REPOSITORY)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPOSITORY, os.environ.get("PYTHONPATH")]))
+
+from nbgrader.converters.generate_assignment import GenerateAssignment  # noqa: E402
+
+from coursekit.release.markers import ANSWER_STUB, BEGIN, END, STUB  # noqa: E402
+from coursekit.release.nbgrader_preprocessor import StudentEdition  # noqa: E402
 
 c = get_config()  # noqa: F821 - defined by traitlets when it loads this file
 c.CourseDirectory.course_id = {course_id!r}
-# The stub of our student edition, so that both editions give the learner the same cell.
+# The stubs of our student edition, so that both editions give the learner the same cells.
 c.ClearSolutions.code_stub = {{"python": STUB}}
+c.ClearSolutions.text_stub = ANSWER_STUB
 c.ClearSolutions.begin_solution_delimeter = BEGIN
 c.ClearSolutions.end_solution_delimeter = END
 # First do what our student edition does and nbgrader does not: remove the sphinx-exercise
-# solution directives and the cells tagged `solution`, tag the cells that raise until solved.
+# solution directives and the cells tagged `solution`, clear the given cells' outputs, tag the
+# cells that raise until solved.
 c.GenerateAssignment.preprocessors = [
     StudentEdition, *GenerateAssignment.class_traits()["preprocessors"].default()]
 # Chapters train small models: give a cell up to 10 minutes when autograding.
@@ -263,6 +276,16 @@ Two kinds of assignment, one per chapter:
   the exercises use; cells tagged `exercise-setup` are always kept). Autograding runs only
   those cells. Students read the chapter in the book and hand in this notebook.
 
+And the multi-part assignments (`--assignments`, the notebooks of `assignments/` in the
+course's repository): each builds and trains a model from parts the student writes; its
+written answers are graded by hand (the rubric is in the repository's instructor kit).
+
+Hidden tests: each check cell of the source version also runs its checks again on fresh
+cases, compared with the reference solutions (between `### BEGIN HIDDEN TESTS` and `### END
+HIDDEN TESTS`). nbgrader removes them from the students' version and runs them when it
+autogrades, so a function that looks its answers up in the checks' stored data scores 0.
+They need the course's repository (coursekit/), which nbgrader_config.py puts on the path.
+
 Autograding runs the students' code: do it in a container or a throw-away account.
 """
 
@@ -280,40 +303,109 @@ def assignment_name(chapter: str, exercises_only_: bool) -> str:
     return f"ch{chapter}" + ("-exercises" if exercises_only_ else "")
 
 
+def assignment_notebook(src: Path, name: str) -> Path:
+    path = Path(src) / "assignments" / f"{name}.ipynb"
+    if not path.is_file():
+        known = sorted(p.stem for p in (Path(src) / "assignments").glob("*.ipynb"))
+        raise ReleaseError(f"no assignment {name!r} in {src}/assignments (known: {known})")
+    return path
+
+
+def plain_assignment(nb, name: str):
+    """An assignment as students open it in Jupyter: its solution directives (explanations for
+    self-learners) removed, its MyST markdown rewritten as plain Markdown (the learner edition's
+    rules). The solution regions stay: nbgrader's own student version stubs them."""
+    from .learner import Page, convert_markdown
+
+    page = Page(name, {})
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = convert_markdown(strip_solution_directives(cell.source)[0], page)
+    nb.cells = [c for c in nb.cells if c.cell_type != "markdown" or c.source.strip()]
+    return nb
+
+
+def add_hidden_tests(nb) -> int:
+    """Append to each check cell of a Check or an Answer the same calls again on the grader's
+    fresh cases (coursekit.grading.hidden_cases), between nbgrader's hidden-test markers:
+    nbgrader removes them from the students' version and restores them when it autogrades.
+    Returns the number of cells changed."""
+    from course_lib.exercises import REGISTRY, Answer, Check
+
+    changed = 0
+    for cell in nb.cells:
+        if not cell.metadata.get("nbgrader", {}).get("grade") or cell.cell_type != "code":
+            continue
+        names = set(re.findall(r"\b(check_\w+)\s*\(", cell.source))
+        if not names or not any(isinstance(REGISTRY.get(n), (Check, Answer)) for n in names):
+            continue
+        body = "\n".join("    " + line if line.strip() else "" for line in cell.source.split("\n"))
+        cell.source += (
+            f"\n{HIDDEN_BEGIN}\nfrom coursekit.grading import hidden_cases\n\n"
+            f"with hidden_cases():\n{body}\n{HIDDEN_END}"
+        )
+        changed += 1
+    return changed
+
+
 def write_course(
     src: Path,
     out: Path,
-    chapters: list[str],
+    chapters: list[str] = (),
     exercises_only_: bool = False,
     force: bool = False,
     course_id: str = "rnns-to-transformers",
+    assignments: list[str] = (),
+    hidden: bool = True,
 ) -> list[Path]:
-    """Write an nbgrader course directory: ``nbgrader_config.py`` and, per chapter,
-    ``source/<assignment>/<notebook>.ipynb`` with its metadata applied. Returns the notebooks."""
+    """Write an nbgrader course directory: ``nbgrader_config.py`` and, per chapter or
+    assignment (a notebook of ``assignments/``), ``source/<assignment>/<notebook>.ipynb`` with
+    its metadata applied and (``hidden``) hidden tests in its check cells. Returns the
+    notebooks."""
     out = Path(out)
+    if not chapters and not assignments:
+        raise ReleaseError("name at least one chapter (--chapters) or assignment (--assignments)")
     if out.exists() and any(out.iterdir()):
         if not force:
             raise ReleaseError(f"{out} exists and is not empty (use --force to replace it).")
         shutil.rmtree(out)
+    sources = [(chapter_notebook(src, c), assignment_name(c, exercises_only_)) for c in chapters]
+    sources += [(assignment_notebook(src, a), a) for a in assignments]
     written = []
-    for chapter in chapters:
-        path = chapter_notebook(src, chapter)
+    for path, assignment in sources:
         nb = nbformat.read(path, as_version=4)
         apply_metadata(nb, path.name)
-        if exercises_only_:
+        if path.parent.name == "assignments":
+            nb = plain_assignment(nb, path.name)
+        elif exercises_only_:
             nb = exercises_only(nb, path.name)
-        dest = out / "source" / assignment_name(chapter, exercises_only_) / path.name
+        if hidden:
+            add_hidden_tests(nb)
+        dest = out / "source" / assignment / path.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, dest)
         written.append(dest)
-    (out / "nbgrader_config.py").write_text(CONFIG.format(course_id=course_id), encoding="utf-8")
-    mode = "exercises only" if exercises_only_ else "whole chapters"
+    root = Path(__file__).resolve().parents[2]
+    (out / "nbgrader_config.py").write_text(
+        CONFIG.format(course_id=course_id, root=str(root)), encoding="utf-8"
+    )
+    mode = ", ".join(
+        filter(
+            None,
+            [
+                ("exercises only" if exercises_only_ else "whole chapters") if chapters else "",
+                "assignments" if assignments else "",
+            ],
+        )
+    )
     (out / "README.md").write_text(README.format(mode=mode, first=written[0].parent.name), encoding="utf-8")
     return written
 
 
 __all__ = [
+    "add_hidden_tests",
     "apply_metadata",
+    "assignment_notebook",
     "assignment_name",
     "chapter_notebook",
     "exercises_only",

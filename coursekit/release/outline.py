@@ -2,8 +2,9 @@
 
 An exercise is a sphinx-exercise ``{exercise}`` directive in a markdown cell (the statement),
 followed by its cells up to the next statement or the next ``## `` section: solution cells
-(code with ``### BEGIN SOLUTION`` regions), check cells (code calling ``check_...(``) and given
-cells (any other code, e.g. the experiment of a predict-then-measure exercise).
+(code with ``### BEGIN SOLUTION`` regions), check cells (code calling ``check_...(``), given
+cells (any other code, e.g. the experiment of a predict-then-measure exercise) and answer cells
+(markdown starting with ``**Your answer:**``, a written answer graded by hand with a rubric).
 
 The statement's title ends with its labels in a fixed form, and its hints are numbered dropdowns:
 
@@ -28,7 +29,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from .markers import _CHECK_CALL, _FENCE, _MARKER, BEGIN, END, _fence_end
+from .markers import _CHECK_CALL, _FENCE, _MARKER, ANSWER, BEGIN, END, _fence_end
 
 IMPORTANCE = ("core", "optional", "challenge")
 LABELS = re.compile(
@@ -61,11 +62,12 @@ class Exercise:
     checks: list = field(default_factory=list)
     given: list = field(default_factory=list)
     check_names: list = field(default_factory=list)
+    answers: list = field(default_factory=list)
     shares_cell_with_solution: bool = False  # a {solution} directive in the statement's cell
 
     @property
     def cells(self) -> list[int]:
-        return sorted(self.solutions + self.checks + self.given)
+        return sorted(self.solutions + self.checks + self.given + self.answers)
 
     def problems(self) -> list[str]:
         """What this exercise lacks under the conventions (empty when it is complete)."""
@@ -87,6 +89,8 @@ class Exercise:
                 "the statement's cell also holds a {solution} directive: give the "
                 "explanation its own markdown cell (nbgrader locks the statement's cell)"
             )
+        if self.answers:  # a written answer, graded by hand: no code needed
+            return out
         if not self.solutions:
             out.append("no solution cell (### BEGIN SOLUTION ... ### END SOLUTION)")
         if not self.checks:
@@ -106,6 +110,8 @@ def read_exercises(nb) -> list[Exercise]:
                 current = found[-1]
             elif _SECTION.search(cell.source):
                 current = None  # a new section ends the exercise
+            elif current is not None and cell.source.startswith(ANSWER):
+                current.answers.append(index)
             continue
         if current is None:
             continue

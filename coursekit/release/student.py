@@ -14,11 +14,13 @@ import nbformat
 from .files import book_files, release_toc
 from .markers import (
     _CHECK_CALL,
+    ANSWER_STUB,
     HIDE_INPUT_TAG,
     RAISES_TAG,
     SOLUTION_TAG,
     STUB,
     ReleaseError,
+    strip_hidden_tests,
     strip_solution_directives,
     stub_solutions,
 )
@@ -60,7 +62,9 @@ def release_notebook(nb: nbformat.NotebookNode, name: str, stub: bool = True) ->
     The given cells of an exercise (e.g. the experiment of a predict-then-measure exercise)
     lose their outputs: the learner predicts before the page shows the measurement."""
     stats, kept, in_gate = Stats(notebooks=1), [], False
-    given = {i for ex in read_exercises(nb) for i in ex.given}
+    exercises = read_exercises(nb)
+    given = {i for ex in exercises for i in ex.given}
+    answers = {i for ex in exercises for i in ex.answers}
     for index, cell in enumerate(nb.cells):
         if (
             index in given
@@ -69,6 +73,8 @@ def release_notebook(nb: nbformat.NotebookNode, name: str, stub: bool = True) ->
         ):
             cell.outputs, cell.execution_count = [], None
             stats.given_cleared += 1
+        if index in answers:
+            cell.source = ANSWER_STUB  # the written answer goes; the student writes theirs
         if cell.cell_type == "markdown":
             was_in_gate = in_gate
             cell.source, removed, in_gate = strip_solution_directives(cell.source, in_gate)
@@ -89,7 +95,7 @@ def release_notebook(nb: nbformat.NotebookNode, name: str, stub: bool = True) ->
 
 
 def _release_code_cell(cell: nbformat.NotebookNode, where: str, stats: Stats, stub: bool = True) -> None:
-    stubbed, regions = stub_solutions(cell.source, where)
+    stubbed, regions = stub_solutions(strip_hidden_tests(cell.source), where)
     if stub:
         cell.source = stubbed
     stats.regions += regions

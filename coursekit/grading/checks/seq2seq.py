@@ -65,7 +65,7 @@ register(
 
 def _greedy(step, state, bos_id, eos_id, max_len, keep_bos=False, stop=True, sticky=True, feed_back=True):
     """Greedy decoding; the keyword switches are the typical mistakes."""
-    y = torch.full_like(state, bos_id)
+    y = torch.full((len(state),), bos_id, dtype=torch.long)
     done = torch.zeros_like(y, dtype=torch.bool)
     out = [y] if keep_bos else []
     for _ in range(max_len):
@@ -107,6 +107,14 @@ def _greedy_cases(g):
             1,
             2,
             5,
+        ),
+        Case(
+            "the state is a (B, H) float tensor, like a GRU's hidden state",
+            _TableStep(table),
+            torch.zeros(3, 4),
+            1,
+            2,
+            8,
         ),
     ]
 
