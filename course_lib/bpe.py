@@ -22,7 +22,7 @@ piece, always the earliest-learned merge that applies next; decoding, `BPE.decod
 tokens' bytes and reads them as UTF-8.
 
     >>> tok = train_bpe(" low" * 5 + " lower" * 2 + " newest" * 6 + " widest" * 3, num_merges=5)
-    >>> [tok.decode(pair) for pair in tok.merges]       # the pairs merged, most frequent first
+    >>> [tok.decode(pair) for pair in tok.merges]       # the tokens the merges made, in order
     ['es', 'est', 'lo', ' lo', ' low']
     >>> tok.tokens(" lowest newer")                     # 'newer' was never seen: bytes
     [' low', 'est', ' ', 'n', 'e', 'w', 'e', 'r']
@@ -33,8 +33,8 @@ Parity with Hugging Face `tokenizers` (tests/test_parity_bpe.py). Trained on the
 `tokenizers.Tokenizer(models.BPE())` with `pre_tokenizers.ByteLevel(add_prefix_space=False)` and
 `trainers.BpeTrainer(vocab_size=256 + num_merges, initial_alphabet=ByteLevel.alphabet())` learns
 the same merges in the same order and gives the same ids, because this module makes the same
-three choices (read in tokenizers v0.23.1, `src/models/bpe/trainer.rs` and
-`src/pre_tokenizers/byte_level.rs`):
+three choices (read in tokenizers' source at v0.23.1, unchanged on its main branch since:
+`tokenizers/src/models/bpe/trainer.rs` and `tokenizers/src/pre_tokenizers/byte_level.rs`):
 
 * the pieces: GPT-2's regular expression, unchanged (no space is added before the text);
 * the ids of the 256 bytes: GPT-2 shows each byte as a printable character (`BYTE_SYMBOL`: the
@@ -44,10 +44,15 @@ three choices (read in tokenizers v0.23.1, `src/models/bpe/trainer.rs` and
 * ties: its trainer takes the pair with the highest count, and among equal counts the smallest
   (left id, right id); the k-th merge gets id 256 + k.
 
-One case differs: `tokenizers` gives a merge whose bytes equal an existing token's that token's
-id (the vocabulary then grows by less than one) and from then on merges it in only some of the
-pieces. This module gives every merge its own id. The parity test finds no such merge in the
-course's text for the vocabularies the book uses.
+One case differs. When a merge makes a byte string that is already a token (`ab` + `c` after
+`a` + `bc`), `tokenizers` gives it that token's id, so its vocabulary does not grow, and its
+bookkeeping then merges the pair in only some of the pieces; this module gives every merge a new
+id. The parity test checks that no such merge happens on the course's text, up to the last
+possible merge.
+
+Comparing language models over different tokens: a loss per token depends on what a token is;
+the total -log2 p of a text divided by its number of characters does not (`bits_per_char`,
+with `chars_per_id`).
 """
 
 from __future__ import annotations
