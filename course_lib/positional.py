@@ -69,8 +69,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """x + P[:T] (then dropout), where P is a trained (max_len, d_model) table.
 
-    It has no vector for positions >= max_len, and rows never reached in training
-    stay at their random initial values: it cannot extrapolate.
+    It has no vector for positions >= max_len, and rows never reached in training get
+    no gradient from the loss (they keep their random initial values, or shrink under
+    weight decay): it cannot extrapolate.
 
     forward(x: (B, T, d_model)) -> (B, T, d_model)
     """
