@@ -3,10 +3,14 @@
 The chapter "Self-attention" shows the same measurement as an illustration (glued numbers, no
 asserts on time); this module keeps the numbers of one run, with more repeats, in results.json.
 One CPU thread, batch 1, width d = 64, forward pass under no_grad, the fastest of `repeats` runs
-after a warm-up run (the minimum is the run least disturbed by other programs).
+after a warm-up run (the minimum is the run least disturbed by other programs). The whole
+measurement runs in ROUNDS rounds, one after the other: the times per length are the fastest over
+the rounds, and the crossing of attention and the RNN is recorded per round (its median, with
+min and max), because it moves from one round to the next (chapter 6 shows why).
 """
 
 import math
+import statistics
 import time
 import warnings
 
@@ -18,6 +22,7 @@ from course_lib.multihead import MultiHeadAttention
 
 LENGTHS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 D = 64
+ROUNDS = 3
 
 
 def fastest_ms(f, repeats):
@@ -56,26 +61,15 @@ def attention_vs_rnn(args):
         "rnn": nn.RNN(D, D, batch_first=True).eval(),
         "lstm": nn.LSTM(D, D, batch_first=True).eval(),
     }
-    times = {name: [] for name in layers}
-    records = []
+    rounds = [{name: [] for name in layers} for _ in range(ROUNDS)]
     try:
         with torch.no_grad():
-            for n in LENGTHS:
-                x = torch.randn(1, n, D)
-                times["attention"].append(fastest_ms(lambda x=x: layers["attention"](x, x, x), repeats))
-                times["rnn"].append(fastest_ms(lambda x=x: layers["rnn"](x), repeats))
-                times["lstm"].append(fastest_ms(lambda x=x: layers["lstm"](x), repeats))
-                records.append(
-                    record(
-                        f"self_attention_forward_ms/n{n}",
-                        times["attention"][-1],
-                        "ms",
-                        baseline=times["rnn"][-1],
-                    )
-                )
-                records.append(
-                    record(f"lstm_forward_ms/n{n}", times["lstm"][-1], "ms", baseline=times["rnn"][-1])
-                )
+            for times in rounds:
+                for n in LENGTHS:
+                    x = torch.randn(1, n, D)
+                    times["attention"].append(fastest_ms(lambda x=x: layers["attention"](x, x, x), repeats))
+                    times["rnn"].append(fastest_ms(lambda x=x: layers["rnn"](x), repeats))
+                    times["lstm"].append(fastest_ms(lambda x=x: layers["lstm"](x), repeats))
             x, w = torch.randn(4096, D), torch.randn(D, D)
             madds_per_s = 4096 * D * D / (fastest_ms(lambda: x @ w, repeats) / 1e3)
             x = torch.randn(1, 1024, D)
@@ -85,16 +79,32 @@ def attention_vs_rnn(args):
                 stepwise = fastest_ms(lambda x=x: layers["lstm"](x), repeats)
     finally:
         torch.set_num_threads(threads)
-    step_us = 1e3 * times["rnn"][-1] / LENGTHS[-1]
-    attention_per_s = attention_madds(LENGTHS[-1], D) / (times["attention"][-1] / 1e3)
+    best = {name: [min(r[name][i] for r in rounds) for i in range(len(LENGTHS))] for name in layers}
+    records = []
+    for i, n in enumerate(LENGTHS):
+        records.append(
+            record(f"self_attention_forward_ms/n{n}", best["attention"][i], "ms", baseline=best["rnn"][i])
+        )
+        records.append(record(f"lstm_forward_ms/n{n}", best["lstm"][i], "ms", baseline=best["rnn"][i]))
+    step_us = 1e3 * best["rnn"][-1] / LENGTHS[-1]
+    attention_per_s = attention_madds(LENGTHS[-1], D) / (best["attention"][-1] / 1e3)
     predicted = (step_us * 1e-6 * attention_per_s - 4 * D * D) / (2 * D)
+    measured = [crossing(LENGTHS, r["attention"], r["rnn"]) for r in rounds]
+    found = sorted(c for c in measured if not math.isnan(c))
     records += [
         record("rnn_step_us", step_us, "µs", baseline=1e6 * 2 * D * D / madds_per_s),
         record("matmul_gmadds_per_s", madds_per_s / 1e9, "G multiply-adds/s"),
         record("self_attention_gmadds_per_s/n4096", attention_per_s / 1e9, "G multiply-adds/s"),
         record("attention_rnn_crossing_n/predicted", predicted, "tokens"),
         record(
-            "attention_rnn_crossing_n/measured", crossing(LENGTHS, times["attention"], times["rnn"]), "tokens"
+            "attention_rnn_crossing_n/measured",
+            statistics.median(found) if found else float("nan"),
+            "tokens",
+            std=statistics.stdev(found) if len(found) > 1 else None,
+            min=found[0] if found else None,
+            max=found[-1] if found else None,
+            n=len(found),
+            rounds=measured,
         ),
         record("lstm_forward_ms/n1024_stepwise", stepwise, "ms", baseline=fused),
     ]
@@ -103,8 +113,8 @@ def attention_vs_rnn(args):
 
 BENCHMARKS = [
     (
-        "Self-attention vs RNN and LSTM: forward ms (baseline: nn.RNN), crossing, per-step overhead "
-        "(CPU, 1 thread, d = 64, min over repeats)",
+        "Self-attention vs RNN and LSTM: forward ms (baseline: nn.RNN), crossing per round, per-step "
+        "overhead (CPU, 1 thread, d = 64, min over repeats and rounds)",
         attention_vs_rnn,
     ),
 ]
