@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_release_nbgrader import cells_as_seen, nbgrader_command, with_a_typical_mistake
+from test_release_nbgrader import cells_as_seen, nbgrader_command
 
 from course_lib.exercises import REGISTRY, Check
 from coursekit.release.markers import BEGIN, END, HIDDEN_BEGIN
@@ -47,32 +47,55 @@ def test_every_part_follows_the_conventions(name):
     apply_metadata(nb, name)  # no ReleaseError
 
 
-def lookup_submission(nb):
-    """The instructor's notebook with the first function part replaced by a lookup of the check's
-    stored data (inputs -> expected output): it passes the visible check, not the hidden one."""
+def first_function_part(name: str):
+    """(label, check record) of the assignment's first part checked by a Check record."""
+    nb = nbformat.read(REPO / "assignments" / f"{name}.ipynb", as_version=4)
     for ex in read_exercises(nb):
         record = REGISTRY.get(ex.check_names[0]) if ex.check_names else None
-        if not isinstance(record, Check):
-            continue
-        cell = nb.cells[ex.solutions[0]]
-        lines = cell.source.split("\n")
-        begin = next(n for n, line in enumerate(lines) if line.strip() == BEGIN)
-        end = next(n for n, line in enumerate(lines) if line.strip() == END)
-        params = re.search(r"def \w+\((.*?)\):", cell.source).group(1)
-        names = [p.split("=")[0].strip() for p in params.split(",")]
-        indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
-        lines[begin : end + 1] = [
-            f"{indent}from course_lib.exercises._data import decode, read",
-            f"{indent}given = ({', '.join(names)},)",
-            f"{indent}for case in read({record.name!r})['cases']:",
-            f"{indent}    stored = decode(case['args'])",
-            f"{indent}    if all(a.shape == b.shape and bool((a == b).all()) for a, b in zip(stored, given)):",
-            f"{indent}        return decode(case['expected'])",
-            f"{indent}raise ValueError('an input the data does not hold')",
-        ]
-        cell.source = "\n".join(lines)
-        return nb, nb.cells[ex.checks[0]].metadata["nbgrader"]["grade_id"]
+        if isinstance(record, Check):
+            return ex.label, record
     raise AssertionError("no function part")
+
+
+def replace_solution(nb, label: str, body) -> str:
+    """Replace the solution region of the part `label` (found by its nbgrader grade id) by
+    body(indent, parameter names); return the grade id of the part's check."""
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{label}-solution")
+    lines = cell.source.split("\n")
+    begin = next(n for n, line in enumerate(lines) if line.strip() == BEGIN)
+    end = next(n for n, line in enumerate(lines) if line.strip() == END)
+    params = re.search(r"def \w+\((.*?)\):", cell.source).group(1)
+    names = [p.split("=")[0].strip() for p in params.split(",")]
+    indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
+    lines[begin : end + 1] = [indent + line for line in body(names)]
+    cell.source = "\n".join(lines)
+    return f"{label}-check"
+
+
+def mistake_submission(nb, name):
+    """The instructor's notebook with its first function part making its first typical mistake."""
+    label, record = first_function_part(name)
+    body = lambda names: [  # noqa: E731
+        "from coursekit.grading import REFERENCES",
+        f"return REFERENCES[{record.name!r}].mistakes[0]({', '.join(names)})",
+    ]
+    return nb, replace_solution(nb, label, body)
+
+
+def lookup_submission(nb, name):
+    """The instructor's notebook with its first function part looking its answers up in the
+    check's stored data (inputs -> expected output): it passes the visible check only."""
+    label, record = first_function_part(name)
+    body = lambda names: [  # noqa: E731
+        "from course_lib.exercises._data import decode, read",
+        f"given = ({', '.join(names)},)",
+        f"for case in read({record.name!r})['cases']:",
+        "    stored = decode(case['args'])",
+        "    if all(a.shape == b.shape and bool((a == b).all()) for a, b in zip(stored, given)):",
+        "        return decode(case['expected'])",
+        "raise ValueError('an input the data does not hold')",
+    ]
+    return nb, replace_solution(nb, label, body)
 
 
 def autograded(course: Path, assignment: str, student: str) -> tuple[float, float, dict]:
@@ -107,8 +130,8 @@ def test_round_trip_through_nbgrader(tmp_path):
         release_notebook(ours, source.name)
         assert cells_as_seen(release) == cells_as_seen(ours)
 
-        mistaken, mistaken_check = with_a_typical_mistake(copy.deepcopy(instructor))
-        looked_up, lookup_check = lookup_submission(copy.deepcopy(instructor))
+        mistaken, mistaken_check = mistake_submission(copy.deepcopy(instructor), assignment)
+        looked_up, lookup_check = lookup_submission(copy.deepcopy(instructor), assignment)
         submissions = [
             ("instructor", instructor),
             ("untouched", release),

@@ -30,6 +30,7 @@ check's name to its record (the tests iterate over it).
 from . import (
                       assignments,
                       attention,
+                      debugging,
                       gpt,
                       lstm,
                       multihead,
@@ -58,7 +59,8 @@ from ._forbid import AUTOGRAD, Forbidden
 
 CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05": attention,
             "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt,
-            "11": tokens, "assignments": assignments}
+            "11": tokens, "assignments": assignments,
+            "debugging": debugging}
 
 globals().update(REGISTRY)  # every check under its public name: check_scaled_dot_score, ...
 __all__ = ["AUTOGRAD", "CHAPTERS", "REGISTRY", "Answer", "Check", "CheckResult", "ExerciseFailure",

@@ -62,9 +62,7 @@ def release_notebook(nb: nbformat.NotebookNode, name: str, stub: bool = True) ->
     The given cells of an exercise (e.g. the experiment of a predict-then-measure exercise)
     lose their outputs: the learner predicts before the page shows the measurement."""
     stats, kept, in_gate = Stats(notebooks=1), [], False
-    exercises = read_exercises(nb)
-    given = {i for ex in exercises for i in ex.given}
-    answers = {i for ex in exercises for i in ex.answers}
+    given, answers = _given_and_answers(nb)
     for index, cell in enumerate(nb.cells):
         if (
             index in given
@@ -92,6 +90,21 @@ def release_notebook(nb: nbformat.NotebookNode, name: str, stub: bool = True) ->
         raise ReleaseError(f"{name}: a '{{solution-start}}' has no matching '{{solution-end}}'.")
     nb.cells = kept
     return stats
+
+
+def _given_and_answers(nb) -> tuple[set, set]:
+    """The given cells and the answer cells of the exercises: read from the conventions, or from
+    the nbgrader metadata once the markdown is plain (an assignment as nbgrader gets it)."""
+    exercises = read_exercises(nb)
+    given = {i for ex in exercises for i in ex.given}
+    answers = {i for ex in exercises for i in ex.answers}
+    for i, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if "-given" in meta.get("grade_id", ""):
+            given.add(i)
+        if cell.cell_type == "markdown" and meta.get("solution") and meta.get("grade"):
+            answers.add(i)
+    return given, answers
 
 
 def _release_code_cell(cell: nbformat.NotebookNode, where: str, stats: Stats, stub: bool = True) -> None:
