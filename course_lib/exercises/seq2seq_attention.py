@@ -105,3 +105,28 @@ check_scaled_score_prediction = Prediction(
     hints=["Write q.k as a sum of d independent products and find the variance of one product.",
            "The variance of a uniform variable on (-1, 1) is (b - a)^2 / 12."],
 )
+
+
+# --------------------------------------------------------------------------------------
+# Where attention looks: alignment accuracy
+# --------------------------------------------------------------------------------------
+check_alignment_accuracy = Check(
+    "check_alignment_accuracy",
+    "fn(weights (B, T, S), gold (B, T) long) -> float: the fraction of the scored target positions "
+    "(gold >= 0; gold = -1 marks a position that depends on no source character) whose largest "
+    "weight is on the gold source position",
+    params=("weights", "gold"),
+    forbidden=(Forbidden("course_lib.alignment.alignment_accuracy"),
+               Forbidden("course_lib.alignment.argmax_offsets")),
+    mistakes=[
+        Mistake("the unscored positions (gold = -1) were counted: leave them out of the numerator "
+                "and of the denominator."),
+        Mistake("the argmax runs over the targets (dim 1): each target row's largest weight is over "
+                "the source positions, the last dim."),
+        Mistake("this is the number of hits; the accuracy is a fraction of the scored positions."),
+    ],
+    hints=["For every target row, the source position with the largest weight: one argmax over the "
+           "last dim gives a (B, T) tensor.",
+           "Compare it with gold where gold >= 0 only, and divide the hits by the number of scored "
+           "positions; return a Python float."],
+)

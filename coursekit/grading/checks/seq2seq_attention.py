@@ -175,3 +175,53 @@ register(
 # --------------------------------------------------------------------------------------
 # Predict, then measure: how large are scaled dot scores between tanh-bounded states?
 # --------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------
+# Where attention looks: alignment accuracy
+# --------------------------------------------------------------------------------------
+def _alignment(weights, gold, scored_only=True, dim=-1, fraction=True):
+    """The fraction of scored target positions whose argmax is the gold source position;
+    the keywords are typical mistakes."""
+    hits = weights.argmax(dim) if dim == -1 else weights.argmax(1)[:, None].expand_as(gold)
+    scored = gold >= 0 if scored_only else torch.ones_like(gold, dtype=torch.bool)
+    n_hits = float(((hits == gold) & scored).sum())
+    return n_hits / float(scored.sum()) if fraction else n_hits
+
+
+def _alignment_by_library(weights, gold):
+    """course_lib.alignment's accuracy, the gold positions given as its {t: (position,)} sources."""
+    sources = [{t: (int(s),) for t, s in enumerate(row) if s >= 0} for row in gold]
+    return float(load("alignment.alignment_accuracy")(list(weights), sources))
+
+
+def _alignment_cases(g):
+    def case(description, B, T, S, unscored):
+        weights = torch.softmax(randn(g, B, T, S, scale=3.0), -1)
+        gold = torch.randint(0, S, (B, T), generator=g)
+        gold[torch.rand(B, T, generator=g) < unscored] = -1
+        agree = torch.rand(B, T, generator=g) < 0.6  # make most gold positions the argmax
+        gold = torch.where(agree & (gold >= 0), weights.argmax(-1), gold)
+        return Case(description, weights, gold)
+
+    return [
+        case("4 dates of 10 characters, 12 source positions", 4, 10, 12, 0.3),
+        case("one target row per source position", 2, 6, 6, 0.0),
+        case("half the positions unscored", 3, 8, 9, 0.5),
+    ]
+
+
+register(
+    "check_alignment_accuracy",
+    Reference(
+        seed=16,
+        cases=_alignment_cases,
+        solution=_alignment,
+        mistakes=[
+            lambda w, g: _alignment(w, g, scored_only=False),
+            lambda w, g: _alignment(w, g, dim=1),
+            lambda w, g: _alignment(w, g, fraction=False),
+        ],
+        shortcuts=[_alignment_by_library],
+    ),
+)
