@@ -172,3 +172,168 @@ SWEEPS = {
         description="Held-out accuracy (1000 strings) of the worst of the three lookups.",
     ),
 }
+
+
+# --------------------------------------------------------------------------------------
+# Sweep: one head against two, each at its own best learning rate (chosen on validation)
+# --------------------------------------------------------------------------------------
+def heads_lr_run(point, seed, config):
+    """One (heads, steps, lr, seed): heads_lookup_run's recipe at learning rate point["lr"];
+    accuracy per lookup on the test strings (seed 10_000) and of the worst lookup on both the
+    test and a validation set (1000 other strings, seed 20_000), on which the lr is chosen."""
+    vocab = Vocab(LETTERS)
+    x_test, y_test = three_lookups(1000, 10_000, vocab)
+    x_val, y_val = three_lookups(1000, 20_000, vocab)
+    seed_everything(seed)
+    model = TinyAttentionModel(
+        len(vocab),
+        LOOKUP_T,
+        d_model=config["d_model"],
+        num_heads=point["heads"],
+        n_outputs=3,
+        n_classes=len(vocab),
+    )
+
+    def loss(m, batch):
+        x, y = batch
+        return F.cross_entropy(m(x)[0].flatten(0, 2), y.flatten())
+
+    try:
+        fit(
+            model,
+            loss,
+            lambda step: three_lookups(64, 1000 * seed + step, vocab),
+            steps=point["steps"],
+            lr=point["lr"],
+            progress=False,
+        )
+    except FloatingPointError:  # the loss diverged: the run counts as accuracy 0
+        return {"worst": 0.0, "val_worst": 0.0, "mirror": 0.0, "previous": 0.0, "next": 0.0}
+    model.eval()
+    with torch.no_grad():
+        acc = (model(x_test)[0].argmax(-1) == y_test).float().mean(dim=(0, 1))
+        val = (model(x_val)[0].argmax(-1) == y_val).float().mean(dim=(0, 1))
+    return {
+        "worst": acc.min().item(),
+        "val_worst": val.min().item(),
+        "mirror": acc[0].item(),
+        "previous": acc[1].item(),
+        "next": acc[2].item(),
+    }
+
+
+SWEEPS["heads_lr"] = SweepSpec(
+    title="Chapter 7: one head against two on the three-lookups task, each at its own best learning "
+    "rate (chosen on validation strings), at 500 and 2000 steps",
+    run=heads_lr_run,
+    points=[
+        {"heads": h, "steps": s, "lr": lr}
+        for h in (1, 2)
+        for s in (500, 2000)
+        for lr in (1e-3, 3e-3, 1e-2, 3e-2)
+    ],
+    config={
+        "d_model": 32,
+        "selection": "per (heads, steps): the lr with the best mean val_worst over the seeds",
+    },
+    smoke={"steps": 10},
+    margins={"worst_two_vs_one_head_tuned": 0.03},
+    metrics={
+        m: {"unit": "accuracy", "higher_is_better": True}
+        for m in ("worst", "val_worst", "mirror", "previous", "next")
+    },
+    description="Held-out accuracy (test: the 1000 strings of heads_three_lookups; validation: 1000 "
+    "others) of the worst of the three lookups, and per lookup on test. Adam, batches of 64. A run "
+    "whose loss diverges (non-finite) counts as accuracy 0.",
+)
+
+
+# --------------------------------------------------------------------------------------
+# Sweep: a decoder trained with and without the causal mask (chapter 7's cheating decoder)
+# --------------------------------------------------------------------------------------
+from course_lib.attention import causal_mask  # noqa: E402
+
+REV_L, REV_LETTERS = 6, "abcdefghij"
+
+
+def reversal(n, seed, vocab):
+    """Chapter 7's decoder task. inputs (n, 2L): x, <bos>, y_1..y_(L-1); targets (n, 2L): the
+    next token at each position, where y is x reversed."""
+    pairs = copy_pairs(n, seed=seed, min_len=REV_L, max_len=REV_L, alphabet=REV_LETTERS, reverse=True)
+    x = torch.tensor([vocab.encode(s) for s, _ in pairs])
+    y = torch.tensor([vocab.encode(r) for _, r in pairs])
+    seq = torch.cat([x, torch.full((n, 1), vocab.bos_id), y], 1)  # (n, 2L + 1)
+    return seq[:, :-1], seq[:, 1:]
+
+
+@torch.no_grad()
+def greedy(model, inputs, causal):
+    """Generate y_1..y_L one token at a time after x and <bos>, feeding back the argmax."""
+    seq = inputs[:, : REV_L + 1]  # x and <bos>
+    for _ in range(REV_L):
+        mask = causal_mask(seq.shape[1]) if causal else None
+        logits, _ = model(seq, mask)
+        seq = torch.cat([seq, logits[:, -1, 0].argmax(-1, keepdim=True)], 1)
+    return seq[:, REV_L + 1 :]  # (n, L)
+
+
+def decoder_mask_run(point, seed, config):
+    """One (causal, seed): chapter 7's decoder (TinyAttentionModel, 2 heads, d_model 32) trained as
+    a language model on batches seeded 1000 * seed + step, with or without the causal mask; on
+    1000 held-out sequences: teacher-forced and greedy accuracy of the y half, and where the
+    rows <bos>, y_1..y_(L-1) put their weight (the mirrored source letter, the next position)."""
+    vocab = Vocab(REV_LETTERS)
+    inputs, targets = reversal(1000, 10_000, vocab)
+    causal, L = point["causal"], REV_L
+    seed_everything(seed)
+    model = TinyAttentionModel(len(vocab), 2 * L, d_model=32, num_heads=2, n_outputs=1, n_classes=len(vocab))
+    mask = causal_mask(2 * L) if causal else None
+
+    def loss(m, batch):
+        x, y = batch
+        return F.cross_entropy(m(x, mask)[0].flatten(0, 2), y.flatten())
+
+    fit(
+        model,
+        loss,
+        lambda step: reversal(64, 1000 * seed + step, vocab),
+        steps=config["steps"],
+        lr=config["lr"],
+        progress=False,
+    )
+    model.eval()
+    with torch.no_grad():
+        logits, w = model(inputs, mask)
+    teacher_forced = logits[:, L:, 0].argmax(-1)
+    generated = greedy(model, inputs, causal)
+    y = targets[:, L:]
+    w = w.mean(1)  # (n, 2L, 2L), mean of the heads
+    rows = torch.arange(L, 2 * L - 1)  # <bos>, y_1 .. y_(L-1): a next key exists
+    return {
+        "teacher_forced_token": (teacher_forced == y).float().mean().item(),
+        "teacher_forced_exact": (teacher_forced == y).all(1).float().mean().item(),
+        "greedy_token": (generated == y).float().mean().item(),
+        "greedy_exact": (generated == y).all(1).float().mean().item(),
+        "weight_mirrored_source": w[:, rows, 2 * L - 1 - rows].mean().item(),
+        "weight_next_position": w[:, rows, rows + 1].mean().item(),
+    }
+
+
+SWEEPS["decoder_mask"] = SweepSpec(
+    title="Chapter 7: a decoder trained with and without the causal mask, teacher-forced and greedy",
+    run=decoder_mask_run,
+    points=[{"causal": False}, {"causal": True}],
+    config={"steps": 400, "lr": 3e-3},
+    smoke={"steps": 10},
+    margins={"greedy_exact_causal_vs_no_mask": 0.3, "teacher_forced_vs_greedy_no_mask": 0.3},
+    metrics={
+        **{
+            m: {"unit": "accuracy", "higher_is_better": True}
+            for m in ("teacher_forced_token", "teacher_forced_exact", "greedy_token", "greedy_exact")
+        },
+        "weight_mirrored_source": {"unit": "attention weight", "higher_is_better": True},
+        "weight_next_position": {"unit": "attention weight", "higher_is_better": False},
+    },
+    description="Reverse 6 letters of a..j with one attention layer read as a language model; 1000 "
+    "held-out sequences. Adam 3e-3, 400 steps of 64 sequences.",
+)
