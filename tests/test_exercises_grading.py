@@ -107,6 +107,14 @@ def _reference_lines() -> dict[str, str]:
     return lines
 
 
+# Lines the grader shares with given code of course_lib/exercises (an experiment's generator, the
+# debugging exercises' suspects), which solve nothing.
+BOILERPLATE = {
+    _squash("g = torch.Generator().manual_seed(seed)"),
+    _squash("return torch.ones(T, T, dtype=torch.bool)"),
+}
+
+
 def test_the_learners_package_carries_no_reference(wheel):
     names = wheel.namelist()
     assert any(n.startswith("course_lib/exercises/data/check_") for n in names), "the data is packaged"
@@ -115,7 +123,7 @@ def test_the_learners_package_carries_no_reference(wheel):
     packaged = _squash("\n".join(wheel.read(n).decode() for n in checking))
     references = _reference_lines()
     assert len(references) > 300, "the grader's modules were read"
-    leaked = [where for line, where in references.items() if line in packaged]
+    leaked = [where for line, where in references.items() if line in packaged and line not in BOILERPLATE]
     assert not leaked, "grader lines found in course_lib/exercises:\n" + "\n".join(leaked)
 
 

@@ -66,8 +66,10 @@ def test_a_page_loses_every_myst_construct():
 
 
 def test_evidence_folded_on_the_site_is_folded_in_jupyterlab():
-    cells = [nbformat.v4.new_code_cell("print(1)", metadata={"tags": tags}) for tags in
-             (["hide-output"], ["hide-input", "hide-output"], ["remove-cell"], [])]
+    cells = [
+        nbformat.v4.new_code_cell("print(1)", metadata={"tags": tags})
+        for tags in (["hide-output"], ["hide-input", "hide-output"], ["remove-cell"], [])
+    ]
     for cell in cells:
         fold(cell)
     assert cells[0].metadata["jupyter"] == {"outputs_hidden": True}
