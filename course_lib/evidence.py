@@ -363,7 +363,8 @@ class Sweep:
     def margin(self, name):
         """The margin `name` declared with the sweep's configuration before it ran."""
         if name not in self.margins:
-            raise KeyError(f"sweep {self.name!r} declares no margin {name!r}; it declares {sorted(self.margins)}")
+            raise KeyError(f"sweep {self.name!r} declares no margin {name!r}; "
+                           f"it declares {sorted(self.margins)}")
         return self.margins[name]
 
     def select(self, **where):
