@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import statistics
 from dataclasses import dataclass
 from importlib import resources
@@ -251,18 +252,30 @@ def no_robust_difference(a, b, *, metric="metric", label_a=None, label_b=None, p
 # 3. Live runs, and the CPU kernels they ran on
 # ---------------------------------------------------------------------------
 
-KERNEL_KEYS = ("torch", "device", "aten", "mkl", "onednn", "threads")
+KERNEL_KEYS = ("torch", "device", "cpu", "aten", "mkl", "onednn", "threads")
+
+
+def cpu_vendor():
+    """"GenuineIntel", "AuthenticAMD", ... (the machine type where Linux's cpuinfo is missing).
+    MKL takes other paths on Intel and AMD even with MKL_CBWR set (measured), so it counts."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("vendor_id"))
+    except (OSError, StopIteration):
+        return platform.machine() or "unknown"
 
 
 def kernel_set():
     """The kernels torch computes with in this process: its version, the device the course's
-    models use (train.default_device), ATen's CPU capability, MKL's and oneDNN's instruction-set
-    settings (MKL_CBWR, ONEDNN_MAX_CPU_ISA; "auto" when unset) and the number of threads."""
+    models use (train.default_device), the CPU's vendor, ATen's CPU capability, MKL's and
+    oneDNN's instruction-set settings (MKL_CBWR, ONEDNN_MAX_CPU_ISA; "auto" when unset) and
+    the number of threads."""
     import torch
 
     return {
         "torch": torch.__version__,
         "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "cpu": cpu_vendor(),
         "aten": torch.backends.cpu.get_cpu_capability(),
         "mkl": os.environ.get("MKL_CBWR", "auto"),
         "onednn": os.environ.get("ONEDNN_MAX_CPU_ISA", "auto"),
@@ -277,8 +290,9 @@ def same_kernels(recorded):
 
 
 def _describe(kernels):
-    return (f"torch {kernels.get('torch')} on {kernels.get('device')}, ATen {kernels.get('aten')}, "
-            f"MKL {kernels.get('mkl')}, oneDNN {kernels.get('onednn')}, {kernels.get('threads')} thread(s)")
+    k = kernels.get
+    return (f"torch {k('torch')} on {k('device')} ({k('cpu')}), ATen {k('aten')}, MKL {k('mkl')}, "
+            f"oneDNN {k('onednn')}, {k('threads')} thread(s)")
 
 
 def check_live(live, sweep, metric, *, where=None, label="this page's run"):
