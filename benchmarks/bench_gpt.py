@@ -39,8 +39,9 @@ def build(model, vocab_size, context=64, tie_weights=True):
         return GPT(GPTConfig(vocab_size, block_size=context, tie_weights=tie_weights))
     lm = CharLM(vocab_size, "lstm", **LSTM_SHAPE)
     if model == "lstm":
-        fused = torch.nn.LSTM(LSTM_SHAPE["embed_size"], LSTM_SHAPE["hidden_size"],
-                              LSTM_SHAPE["num_layers"], batch_first=True)
+        fused = torch.nn.LSTM(
+            LSTM_SHAPE["embed_size"], LSTM_SHAPE["hidden_size"], LSTM_SHAPE["num_layers"], batch_first=True
+        )
         fused.load_state_dict(lm.rnn.state_dict())
         lm.rnn = fused
     return lm
@@ -58,12 +59,12 @@ def sampled_word_shares(model, corpus, prompt="The ", n=200, seed=0):
     """For each way of sampling in SAMPLING: n continuations of `prompt` up to the context's end,
     and the share of their complete words that occur in the training text (gpt.known_word_share)."""
     known = set(re.findall(r"[A-Za-z]+", corpus.vocab.decode(corpus.train.tolist())))
-    ids = torch.tensor([corpus.vocab.encode(prompt)] * n)                   # (n, P)
+    ids = torch.tensor([corpus.vocab.encode(prompt)] * n)  # (n, P)
     length = model.config.block_size - ids.shape[1]
     shares = {}
     for name, kwargs in SAMPLING.items():
         out = model.generate(ids, length, generator=torch.Generator().manual_seed(seed), **kwargs)
-        texts = [corpus.vocab.decode(row) for row in out[:, ids.shape[1]:].tolist()]
+        texts = [corpus.vocab.decode(row) for row in out[:, ids.shape[1] :].tolist()]
         shares[f"words_{name}"] = known_word_share(texts, known)[0]
     return shares
 
@@ -77,8 +78,15 @@ def capstone_run(point, seed, config):
     torch.manual_seed(seed)
     model = build("gpt", len(corpus.vocab), tie_weights=point["tie_weights"])
     recipe = dict(recipes.GPT_RECIPE, lr=point["lr"])
-    history = recipes.train_lm(model, corpus, point["steps"], **recipe, seed=seed,
-                               eval_seq_len=config["eval_seq_len"], progress=False)
+    history = recipes.train_lm(
+        model,
+        corpus,
+        point["steps"],
+        **recipe,
+        seed=seed,
+        eval_seq_len=config["eval_seq_len"],
+        progress=False,
+    )
     test = train.lm_heldout_loss(model, corpus.test, seq_len=config["eval_seq_len"])
     return {
         "bpc": train.bits_per_char(history.evals[-1][1]),
@@ -94,8 +102,11 @@ SWEEPS = {
         title=f"The capstone GPT, {STEPS} steps of nanoGPT's recipe, tied and untied, at three "
         "learning rates",
         run=capstone_run,
-        points=[{"lr": lr, "steps": STEPS, "tie_weights": tie} for tie in (True, False)
-                for lr in (1e-3, 2e-3, 4e-3)],
+        points=[
+            {"lr": lr, "steps": STEPS, "tie_weights": tie}
+            for tie in (True, False)
+            for lr in (1e-3, 2e-3, 4e-3)
+        ],
         config={"eval_seq_len": 64},
         smoke={"steps": 8},
         metrics={
@@ -103,8 +114,13 @@ SWEEPS = {
             "test_bpc": {"unit": "bits/char", "higher_is_better": False},
             "train_seconds": {"unit": "s", "higher_is_better": False},
             "params": {"unit": "parameters", "higher_is_better": False},
-            **{f"words_{name}": {"unit": "share of sampled words found in the training text",
-                                 "higher_is_better": True} for name in SAMPLING},
+            **{
+                f"words_{name}": {
+                    "unit": "share of sampled words found in the training text",
+                    "higher_is_better": True,
+                }
+                for name in SAMPLING
+            },
         },
         margins={"tying": 0.02, "sampling": 0.03},
         records=[("bpc", "capstone_gpt_heldout_bpc/tie_weights={tie_weights}/lr={lr}")],
@@ -145,11 +161,11 @@ def loss_by_position(model, ids, context, batch_size=32):
     """Mean cross-entropy (nats) at each position of non-overlapping windows of `context`
     characters, each read from a fresh state: (context,). Its mean is train.lm_heldout_loss."""
     n = (len(ids) - 1) // context
-    x = ids[: n * context].view(n, context)                  # (W, T)
-    y = ids[1 : n * context + 1].view(n, context)            # (W, T)
+    x = ids[: n * context].view(n, context)  # (W, T)
+    y = ids[1 : n * context + 1].view(n, context)  # (W, T)
     total = torch.zeros(context)
     for i in range(0, n, batch_size):
-        logits = model(x[i : i + batch_size])                # (B, T, V)
+        logits = model(x[i : i + batch_size])  # (B, T, V)
         total += F.cross_entropy(logits.transpose(1, 2), y[i : i + batch_size], reduction="none").sum(0)
     return total / n
 
@@ -176,7 +192,7 @@ def race_run(point, seed, config):
     context = point["context"]
     torch.manual_seed(seed)
     model = build(point["model"], len(corpus.vocab), context)
-    results, calls, start = {}, [0], time.process_time()       # CPU seconds: other processes do not count
+    results, calls, start = {}, [0], time.process_time()  # CPU seconds: other processes do not count
 
     def evaluate_at(m):  # fit calls this every EVAL_EVERY steps and after the last one
         calls[0] += 1
@@ -192,10 +208,24 @@ def race_run(point, seed, config):
             results[f"test_pos{lo}_{step}"] = train.bits_per_char(test[lo:hi].mean().item())
         return results[f"val_bpc_{step}"]
 
-    recipe = dict(recipes.GPT_RECIPE, batch_size=config["tokens_per_step"] // context, seq_len=context,
-                  lr=point["lr"], min_lr=point["lr"], warmup=config["warmup"])  # cosine to lr: constant
-    recipes.train_lm(model, corpus, config["steps"], **recipe, seed=seed, eval_every=EVAL_EVERY,
-                     eval_fn=evaluate_at, progress=False)
+    recipe = dict(
+        recipes.GPT_RECIPE,
+        batch_size=config["tokens_per_step"] // context,
+        seq_len=context,
+        lr=point["lr"],
+        min_lr=point["lr"],
+        warmup=config["warmup"],
+    )  # cosine to lr: constant
+    recipes.train_lm(
+        model,
+        corpus,
+        config["steps"],
+        **recipe,
+        seed=seed,
+        eval_every=EVAL_EVERY,
+        eval_fn=evaluate_at,
+        progress=False,
+    )
     results["params"] = train.count_parameters(model)
     return results
 
@@ -281,9 +311,9 @@ def step_time_run(point, seed, config):
     for name in models:
         steps(name, config["warmup"])
     for r in range(config["rounds"]):
-        names = list(models)[r % 3:] + list(models)[: r % 3]
+        names = list(models)[r % 3 :] + list(models)[: r % 3]
         for name in names:
-            t0 = time.process_time()                            # CPU time: robust to a busy machine
+            t0 = time.process_time()  # CPU time: robust to a busy machine
             steps(name, config["steps"])
             times[name].append((time.process_time() - t0) / config["steps"] * 1000)
     return {f"{name}_ms": sorted(t)[len(t) // 2] for name, t in times.items()}
@@ -346,8 +376,18 @@ def capstone_headlines(args):
     s = sweep.summary("bpc", **best)
     test = sweep.summary("test_bpc", **best)
     return [
-        record("capstone_gpt_heldout_bpc", s.mean, "bits/char", goal=2.0, lr=best["lr"], std=s.std,
-               min=s.min, max=s.max, n=s.n, test_mean=test.mean),
+        record(
+            "capstone_gpt_heldout_bpc",
+            s.mean,
+            "bits/char",
+            goal=2.0,
+            lr=best["lr"],
+            std=s.std,
+            min=s.min,
+            max=s.max,
+            n=s.n,
+            test_mean=test.mean,
+        ),
     ]
 
 

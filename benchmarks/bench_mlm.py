@@ -34,11 +34,11 @@ def mlm_run(point, seed, config):
     )
     model.eval()
     chosen = targets[targets != mlm.IGNORE]
-    sentence = torch.tensor([corpus.vocab.encode(config["sentence"])])      # (1, T)
+    sentence = torch.tensor([corpus.vocab.encode(config["sentence"])])  # (1, T)
     gaps = sentence.clone()
     gaps[0, config["gaps"]] = model.mask_id
     with torch.no_grad():
-        fills = model(gaps)[0, config["gaps"]].argmax(-1)                    # (number of gaps,)
+        fills = model(gaps)[0, config["gaps"]].argmax(-1)  # (number of gaps,)
     return {
         "accuracy": mlm.masked_accuracy(model, inputs, targets),
         "unigram": (chosen == mlm.unigram_guess(corpus.train, V)).float().mean().item(),
@@ -60,8 +60,10 @@ SWEEPS = {
         config={"batch_size": 32, "lr": 3e-3, "sentence": SENTENCE, "gaps": GAPS},
         smoke={"steps": 8},
         metrics={
-            **{name: {"unit": "fraction of masked characters", "higher_is_better": True}
-               for name in ("accuracy", "unigram", "neighbours")},
+            **{
+                name: {"unit": "fraction of masked characters", "higher_is_better": True}
+                for name in ("accuracy", "unigram", "neighbours")
+            },
             **{f"fill_{i}": {"unit": "character id", "higher_is_better": True} for i in range(len(GAPS))},
         },
         margins={"above_count_model": 0.1},

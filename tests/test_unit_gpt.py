@@ -145,7 +145,7 @@ def test_attention_matches_torch_scaled_dot_product_attention(bias):
     x = torch.randn(3, 17, 32)
     with torch.no_grad():
         ours = attn(x)
-        q, k, v = attn.qkv(x)                                       # (B, h, T, d_k)
+        q, k, v = attn.qkv(x)  # (B, h, T, d_k)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         theirs = attn.c_proj(y.transpose(1, 2).reshape(3, 17, 32))
     diff = (ours - theirs).abs().max().item()
@@ -160,15 +160,22 @@ def test_block_matches_the_course_encoder_layer_with_a_causal_mask():
     config = GPTConfig(vocab_size=5, block_size=16, n_head=4, n_embd=32, bias=True)
     block = Block(config).eval()
     layer = EncoderLayer(32, 4, 128, dropout=0.0, activation="gelu", norm_first=True).eval()
-    names = {"ln_1": "norm1", "ln_2": "norm2", "attn.c_attn.weight": "self_attn.in_proj_weight",
-             "attn.c_attn.bias": "self_attn.in_proj_bias", "attn.c_proj": "self_attn.out_proj",
-             "mlp.c_fc": "linear1", "mlp.c_proj": "linear2"}
+    names = {
+        "ln_1": "norm1",
+        "ln_2": "norm2",
+        "attn.c_attn.weight": "self_attn.in_proj_weight",
+        "attn.c_attn.bias": "self_attn.in_proj_bias",
+        "attn.c_proj": "self_attn.out_proj",
+        "mlp.c_fc": "linear1",
+        "mlp.c_proj": "linear2",
+    }
 
     def rename(key):
         for ours, theirs in names.items():
             if key.startswith(ours):
-                return theirs + key[len(ours):]
+                return theirs + key[len(ours) :]
         raise KeyError(key)
+
     layer.load_state_dict({rename(k): v for k, v in block.state_dict().items()})
     x = torch.randn(2, 16, 32)
     with torch.no_grad():
