@@ -42,7 +42,7 @@ _HINT = re.compile(r"^\{admonition\}[ \t]+Hint (?P<step>\d+)[ \t]*$")
 _OPTION = re.compile(r"^[ \t]*:(?P<key>[\w-]+):[ \t]*(?P<value>.*?)[ \t]*$")
 _SECTION = re.compile(r"^## ", re.MULTILINE)
 _MARKER_TEXT = re.compile(r"(BEGIN|END) SOLUTION")
-_CHECK_NAME = re.compile(r"\b(check_\w+)\s*\(")
+_CHECK_NAME = re.compile(r"\b(check_(?!live\b)\w+)\s*\(")
 _SOLUTION_DIRECTIVE = re.compile(r"^[ \t]*(`{3,}|:{3,})\{solution", re.MULTILINE)
 
 
