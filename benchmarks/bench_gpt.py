@@ -1,11 +1,10 @@
 """Chapter 10's capstone: the GPT over seeds and learning rates (tied and untied), the GPT against an
-LSTM of its size at several budgets and two contexts, the step times behind the equal-time
+LSTM of its size at several budgets (context 64), the step times behind the equal-time
 comparison, and KV-cached generation. The sweeps are committed in course_lib/sweeps/ and drawn by
 book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
 
     nice -n 10 python benchmarks/sweep.py gpt_capstone --jobs 1       # the page's GPT, tied/untied, 3 lr
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx64 --jobs 1  # the race, context 64
-    nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx256 --jobs 1 # the race, context 256
     nice -n 10 python benchmarks/sweep.py lm_step_time --jobs 1       # ms per step, interleaved
     python benchmarks/run.py --only kv_cache                          # the KV cache's speed-up
 
@@ -266,17 +265,6 @@ SWEEPS["gpt_vs_lstm_ctx64"] = SweepSpec(
     metrics=race_metrics(64),
     margins={"race": 0.05},
     records=[("test_bpc_4000", "gpt_vs_lstm_test_bpc/context64/{model}/lr{lr}")],
-    description=RACE_DESCRIPTION + RACE_PLAN,
-)
-SWEEPS["gpt_vs_lstm_ctx256"] = SweepSpec(
-    title="GPT against an LSTM of its size, context 256: held-out bits per character over 4000 steps",
-    run=race_run,
-    points=[{"model": m, "context": 256, "lr": lr} for m, lrs in RACE_LRS.items() for lr in lrs],
-    config=RACE_CONFIG,
-    smoke={"steps": 8},
-    metrics=race_metrics(256),
-    margins={"race": 0.05},
-    records=[("test_bpc_4000", "gpt_vs_lstm_test_bpc/context256/{model}/lr{lr}")],
     description=RACE_DESCRIPTION + RACE_PLAN,
 )
 
