@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import random
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
@@ -41,7 +41,7 @@ class Vocab:
         self.specials = tuple(specials)
 
     @classmethod
-    def from_text(cls, texts, specials: Sequence[str] = SPECIALS) -> "Vocab":
+    def from_text(cls, texts, specials: Sequence[str] = SPECIALS) -> Vocab:
         """A character vocabulary from one string or a list of strings."""
         if isinstance(texts, str):
             texts = [texts]
@@ -175,7 +175,7 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0, length: int | None
     """Right-pad id sequences into a (B, T) LongTensor; also return the lengths (B,)."""
     lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
     T = int(lengths.max()) if length is None else length
-    if len(seqs) and T < int(lengths.max()):
+    if len(seqs) and T < int(lengths.max()):  # noqa: SIM300 (T is a length, not a constant)
         raise ValueError(f"length={length} is shorter than the longest sequence ({int(lengths.max())})")
     out = torch.full((len(seqs), T), pad_id, dtype=torch.long)
     for i, s in enumerate(seqs):

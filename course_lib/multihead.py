@@ -20,7 +20,6 @@ a causal mask (T, S).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -119,8 +118,8 @@ class KVCache:
     t - 1 earlier tokens, which have not changed; a cache keeps them, so each step projects
     only the new token (`MultiHeadAttention.forward(..., cache=...)` extends it in place).
     """
-    k: Optional[torch.Tensor] = None
-    v: Optional[torch.Tensor] = None
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
 
     def __len__(self):
         return 0 if self.k is None else self.k.shape[2]

@@ -15,7 +15,8 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def to_device(batch: Any, device: Union[str, torch.device]) -> Any:
+def to_device(batch: Any, device: str | torch.device) -> Any:
     """Move a tensor, or the tensors inside a tuple/list/dict, to `device`."""
     if torch.is_tensor(batch):
         return batch.to(device)
@@ -56,11 +57,11 @@ class History:
 
 
 def fit(model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor],
-        batches: Union[Callable[[int], Any], Iterable], *, steps: int, lr: float = 1e-3,
-        optimizer: Optional[torch.optim.Optimizer] = None, clip: Optional[float] = 1.0,
-        eval_fn: Optional[Callable[[nn.Module], Any]] = None, eval_every: int = 0,
-        device: Optional[Union[str, torch.device]] = None, progress: bool = True,
-        desc: Optional[str] = None, scheduler: Optional[Any] = None) -> History:
+        batches: Callable[[int], Any] | Iterable, *, steps: int, lr: float = 1e-3,
+        optimizer: torch.optim.Optimizer | None = None, clip: float | None = 1.0,
+        eval_fn: Callable[[nn.Module], Any] | None = None, eval_every: int = 0,
+        device: str | torch.device | None = None, progress: bool = True,
+        desc: str | None = None, scheduler: Any | None = None) -> History:
     """Train `model` for `steps` steps and return its :class:`History`.
 
     loss_fn(model, batch) -> scalar loss

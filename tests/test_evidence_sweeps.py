@@ -236,7 +236,9 @@ def test_only_a_change_to_what_ran_makes_it_stale(toy):
     runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
     edit(path, '"""The recipe."""', '"""The recipe, reworded."""\n    # and a comment')
     edit(path, "UNUSED = 5.0", "UNUSED = 6.0\n\n\ndef helper():\n    return 1")
-    assert runner.problems("toy", spec, out) == []  # docstring, comment, unused constant and helper
+    edit(path, "def make_data(n, seed):", "def make_data(n: int, seed: int | None) -> tuple:")
+    # docstring, comment, unused constant and helper, and annotations (never evaluated)
+    assert runner.problems("toy", spec, out) == []
     edit(path, "x = torch.randn(n, 3, generator=g)", "x = torch.rand(n, 3, generator=g)")
     found = runner.problems("toy", spec, out)
     assert len(found) == 1 and f"code it ran changed: {rel}:make_data (changed)" in found[0]
