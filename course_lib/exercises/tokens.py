@@ -90,21 +90,25 @@ check_code_compression_prediction = Prediction(
     "json package, against the measurement",
     quantity="characters per token of the vocabulary-1024 tokenizer on the json package's source",
     tolerance=within(rel=0.15), example=2.3,
-    explanation=("A tokenizer compresses best the kind of text it was trained on. The documentation "
-                 "holds code examples, so keywords like ' def', ' return' and ' self' are single "
-                 "tokens; but real source code is full of what prose rarely has: identifiers "
-                 "joined by underscores, brackets, quotes, and indentation (runs of spaces, which "
-                 "this tokenizer merges only up to a few). So code takes more tokens per character "
-                 "than held-out prose (about 2.9 characters per token here), yet far fewer than one "
-                 "per character: the common words and symbols are still merged."),
+    explanation=("A tokenizer compresses best the kind of text it was trained on. The help pages "
+                 "hold indented code examples, so runs of spaces and keywords such as ' def' and "
+                 "' return' are single tokens; but real source code is full of what prose rarely "
+                 "has: names joined by underscores (skipkeys, _default_encoder), keyword arguments, "
+                 "brackets and quotes, which are cut into short pieces. So code takes more tokens "
+                 "per character than held-out prose, yet far fewer than one per character: the "
+                 "common words and symbols are still merged."),
     mistakes=[
         Mistake("code is not prose, but a BPE tokenizer still merges what it knows: keywords, "
                 "common identifiers, runs of spaces; it never falls back to one token per "
                 "character for ASCII text it has seen pieces of.",
                 lambda measured: 1.0),
-        Mistake("a tokenizer trained on prose compresses prose best: on code, whose pieces are "
-                "rarer in its training text, it needs more tokens.",
+        Mistake("this is about the compression of held-out prose: a tokenizer compresses best "
+                "the kind of text it was trained on; on code, whose pieces are rarer in its "
+                "training text, it needs more tokens.",
                 lambda measured: 2.9),
     ],
-    hints=["Which pieces of Python code are frequent in documentation, and which are not?"],
+    hints=["Which pieces of Python code are frequent in documentation, and which are not?",
+           "Start from the held-out prose's characters per token and decide which way each "
+           "difference moves it: indentation, long names joined by underscores, brackets and "
+           "quotes."],
 )
