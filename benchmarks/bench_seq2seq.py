@@ -117,11 +117,6 @@ def bottleneck_run(point, seed, config):
     return out
 
 
-def _date_setup():
-    train_pairs, test_pairs, src, tgt = _dates()
-    return train_pairs, test_pairs, src, tgt, max(len(s) for s, _ in train_pairs) + 4
-
-
 def _variant(label):
     """'bahdanau_concat', 'luong_<score>', 'luong_concat_feed' (input feeding), 'luong_local_p'."""
     if label.startswith("bahdanau"):
@@ -131,43 +126,6 @@ def _variant(label):
     if label == "luong_local_p":
         return dict(attention="luong", score="concat", window=4, local="predictive")
     return dict(attention="luong", score=label[len("luong_") :])
-
-
-@torch.no_grad()
-def _key_statistics(model, pairs, src):
-    """Variance per component of the encoder states (the keys) over real positions, and the
-    standard deviation of the unscaled dot score q.k between decoder states and keys."""
-    from course_lib.data import pad_batch
-
-    x, lengths = pad_batch([src.encode(s) for s, _ in pairs[:500]], src.pad_id)
-    memory = model.encode(x, lengths)
-    real = torch.arange(x.shape[1])[None] < lengths[:, None]
-    keys = memory.outputs[real]  # (N, H)
-    return {"key_var": keys.var(0).mean().item(), "key_norm": keys.norm(dim=-1).mean().item()}
-
-
-def scores_run(point, seed, config):
-    """Dates: one decoder variant trained `steps` with the chapter's recipe; held-out exact match,
-    per-position accuracy, alignment accuracy (teacher forced) and the keys' variance."""
-    train_pairs, test_pairs, src, tgt, max_src = _date_setup()
-    train.seed_everything(seed)
-    model = S.build_model(
-        len(src),
-        len(tgt),
-        hidden_size=64,
-        embed_size=32,
-        max_src_len=max_src,
-        bidirectional=point.get("bidirectional", False),
-        **_variant(point["variant"]),
-    )
-    recipes.train_seq2seq(
-        model, train_pairs, src, tgt, point["steps"], lr=config["lr"], seed=seed, progress=False
-    )
-    out = S.evaluate(model, test_pairs, src, tgt)
-    weights = L.teacher_forced_weights(model, test_pairs, src, tgt)
-    out["alignment_accuracy"] = L.alignment_accuracy(weights, [L.date_sources(s) for s, _ in test_pairs])
-    out.update(_key_statistics(model, test_pairs, src))
-    return out
 
 
 SWEEPS = {
@@ -206,40 +164,6 @@ SWEEPS = {
         records=[
             (f"em_{n}", f"bottleneck_exact_match/{{hidden}}/{n}/{{model}}/{{steps}}/reverse={{reverse}}")
             for n in (4, 8, 12, 20)
-        ],
-    ),
-    "seq2seq_attention_scores": SweepSpec(
-        title="Dates: every score function (100 steps) and Bahdanau with a uni- or bidirectional "
-        "encoder (500 steps): exact match, alignment accuracy, keys' variance",
-        run=scores_run,
-        points=[
-            {"variant": v, "steps": 100, "bidirectional": False}
-            for v in (
-                "bahdanau_concat",
-                "luong_dot",
-                "luong_scaled_dot",
-                "luong_general",
-                "luong_concat",
-                "luong_location",
-                "luong_cosine",
-                "luong_concat_feed",
-                "luong_local_p",
-            )
-        ]
-        + [{"variant": "bahdanau_concat", "steps": 500, "bidirectional": b} for b in (False, True)],
-        config={"lr": 1e-2, "hidden": 64, "embed": 32},
-        smoke={"steps": 8},
-        margins={"em_score": 0.1, "alignment_score": 0.1, "em_local": 0.02},
-        metrics={
-            "exact_match": {"unit": "fraction", "higher_is_better": True},
-            "position_accuracy": {"unit": "fraction", "higher_is_better": True},
-            "alignment_accuracy": {"unit": "fraction", "higher_is_better": True},
-            "key_var": {"unit": "variance per component", "higher_is_better": False},
-            "key_norm": {"unit": "L2 norm", "higher_is_better": False},
-        },
-        records=[
-            ("exact_match", "score_function_exact_match/{variant}/{steps}/bi={bidirectional}"),
-            ("alignment_accuracy", "bahdanau_alignment_accuracy/{variant}/{steps}/bi={bidirectional}"),
         ],
     ),
 }
@@ -281,23 +205,6 @@ for _hidden in (32, 64):
         "steps: where the last doubling stops helping, the model has reached what this recipe gets "
         "out of a fixed vector of this size. 3 seeds.",
     )
-
-# Chapter 4's live comparison of the two encoders runs 300 steps (the notebook's time budget);
-# the same two models with 3 seeds at that budget, for the page's overlay.
-SWEEPS["bahdanau_encoders"] = SweepSpec(
-    title="Dates: Bahdanau with a one-directional or a bidirectional encoder, 300 steps (chapter 4's "
-    "live budget): exact match, alignment accuracy",
-    run=scores_run,
-    points=[{"variant": "bahdanau_concat", "steps": 300, "bidirectional": b} for b in (False, True)],
-    config=SWEEPS["seq2seq_attention_scores"].config,
-    smoke={"steps": 8},
-    margins={"alignment_bi_vs_uni": 0.05},
-    metrics=SWEEPS["seq2seq_attention_scores"].metrics,
-    records=[
-        ("exact_match", "score_function_exact_match/{variant}/{steps}/bi={bidirectional}"),
-        ("alignment_accuracy", "bahdanau_alignment_accuracy/bi={bidirectional}"),
-    ],
-)
 
 
 def plateau_sweep(title, points, description):

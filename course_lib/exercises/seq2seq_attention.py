@@ -91,11 +91,11 @@ check_scaled_score_prediction = Prediction(
     explanation=("q.k is a sum of d products q_i k_i, each of mean 0 and variance "
                  "Var(q_i) Var(k_i) = (1/3)^2 for components uniform in (-1, 1); so Var(q.k) = "
                  "d/9 and the scaled score has standard deviation 1/3, whatever d. Dividing by "
-                 "sqrt(d) gives unit variance only for unit-variance components. States squashed "
-                 "by tanh, like a GRU's, have a smaller variance (and trained encoders smaller "
-                 "still), so their scaled scores are small and the softmax starts out nearly "
-                 "uniform: the scaling that protects a Transformer's softmax from saturating makes "
-                 "this one slow to sharpen."),
+                 "sqrt(d) gives unit variance only for unit-variance components. The states of "
+                 "an untrained GRU are far smaller still (this chapter measures them), so their "
+                 "scaled scores start small and the softmax nearly uniform: the scaling that "
+                 "protects a Transformer's softmax from saturating makes this one slow to "
+                 "sharpen."),
     mistakes=[
         Mistake("the division by sqrt(d) makes the variance 1 only when q and k have unit-variance "
                 "components; these are bounded by 1 in absolute value.", lambda m: 3 * m),
