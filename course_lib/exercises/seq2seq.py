@@ -114,9 +114,11 @@ check_search_error_prediction = Prediction(
                  "Whenever a slightly less likely token leads to much more confident "
                  "continuations, greedy misses the most likely output; in a model whose "
                  "next-token distributions are not sharp this happens for a large share of the "
-                 "inputs. A beam of 4 finds a more likely output there (and never a less likely "
-                 "one here, since every output has the same length). Whether the more likely "
-                 "output is also the right one depends on the model, not on the search."),
+                 "inputs, and a beam of 4 often finds the more likely output. It is not an "
+                 "exhaustive search: when four other prefixes score higher after some step, it "
+                 "drops the prefix greedy decoding follows, and on a few inputs it ends with a "
+                 "LESS likely output than greedy's. Whether the more likely output is also the "
+                 "right one depends on the model, not on the search."),
     mistakes=[
         Mistake("greedy is optimal step by step, not over the whole output: the product of the "
                 "probabilities can favour a second-best first token.", lambda m: 0.0),
