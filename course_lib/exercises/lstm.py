@@ -249,8 +249,9 @@ check_gru_reach_prediction = Prediction(
     explanation=("with bias 3 the update gates start near sigmoid(3) = 0.95, and h_t = (1 - z) * n "
                  "+ z * h_{t-1} copies the old state with that weight: the copy path alone gives "
                  "about 0.95 ** 50 = 0.09, and that is what is measured. Every other path goes "
-                 "through the candidate n, which is multiplied by 1 - z = 0.05, so it adds "
-                 "little. The LSTM at forget bias 3 is different: its input gate is not tied to "
+                 "through the candidate n, which is multiplied by 1 - z = 0.05, or through the "
+                 "gates' own slopes (sigmoid'(3) = 0.045), so they add little. The LSTM at "
+                 "forget bias 3 is different: its input gate is not tied to "
                  "the forget gate (about 0.5), so the paths through i * g and the gates carry "
                  "several times the forget-gate product (the chapter's figure)."),
     mistakes=[
