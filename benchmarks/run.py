@@ -40,7 +40,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernels  # noqa: E402
 
-kernels.pin()  # before torch starts: the pinned CPU kernels of kernels.env, as the sweeps
+# Before torch starts. Imported after torch (a test module), it keeps the kernels torch started
+# with: kernel_set() records them.
+if "torch" not in sys.modules:
+    kernels.pin()  # before torch starts: the pinned CPU kernels of kernels.env, as the sweeps
 
 import torch  # noqa: E402
 from common import markdown_table, record, sweep_records  # noqa: E402

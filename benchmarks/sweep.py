@@ -41,7 +41,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernels  # noqa: E402 (after the sys.path lines)
 
-kernels.pin()  # before torch starts
+# Before torch starts. Imported after torch (a test module), it keeps the kernels torch started
+# with: kernel_set() records them.
+if "torch" not in sys.modules:
+    kernels.pin()  # before torch starts
 
 import provenance  # noqa: E402
 import torch  # noqa: E402
