@@ -5,10 +5,11 @@ target y_1..y_T one token at a time, each step fed the token it wrote before.
 
     encoder      h_j = RNN(embed(x_j), h_{j-1})                                  (B, S, H_enc)
     bridge       s_0 = tanh(W_init h_S)             the context vector starts the decoder
+                 (Cho et al., 2014's form; Sutskever et al., 2014 copy the encoder's last state)
 
 Three decoders differ in what a step t sees of the source:
 
-    RNNDecoder (Sutskever et al., 2014; no attention): only s_0.
+    RNNDecoder (no attention, as in Sutskever et al., 2014 and Cho et al., 2014): only s_0.
         s_t = RNN(embed(y_{t-1}), s_{t-1});   p(y_t) = softmax(W_o s_t)
 
     BahdanauDecoder (Bahdanau et al., 2015): a fresh context, scored with the PREVIOUS
@@ -203,7 +204,8 @@ class _Decoder(nn.Module):
 
 
 class RNNDecoder(_Decoder):
-    """No attention (Sutskever et al., 2014): the source reaches the decoder only through s_0.
+    """No attention (as in Sutskever et al., 2014): the source reaches the decoder only through
+    s_0, here tanh(W_init h_S), Cho et al. (2014)'s start (Sutskever et al. copy h_S itself).
 
         s_t = RNN(embed(y_{t-1}), s_{t-1});   logits_t = W_o s_t
     """
