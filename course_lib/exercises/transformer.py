@@ -147,9 +147,9 @@ check_decoder_self_mask = Check(
                 "(the causal part)."),
         Mistake("only the causal part is there: padded keys must be masked too."),
         Mistake("the polarity is torch's (True = blocked); the course's masks say True = allowed."),
-        Mistake("the rows of padded QUERIES are masked too: they are then all False and their "
-                "softmax is 0/0 = NaN. Mask only the keys; no one reads the outputs at padded "
-                "positions."),
+        Mistake("the rows of padded QUERIES are masked too: they then have no allowed key, and a "
+                "softmax over nothing is 0/0 (NaN in nn.MultiheadAttention). Mask only the keys; "
+                "no one reads the outputs at padded positions."),
         Mistake("the triangle is the wrong one: query t may see keys s <= t (lower triangle, "
                 "diagonal included)."),
     ],
@@ -215,4 +215,31 @@ check_smoothing_floor_prediction = Prediction(
     hints=["Which distribution p minimises the cross-entropy between the target q and p?",
            "Write q out for eps = 0.1 and V = 15 (the right class also receives eps / V), and "
            "compute its entropy."],
+)
+
+
+check_beam_change_prediction = Prediction(
+    "check_beam_change_prediction", "your prediction of the share of 100 held-out dates whose "
+    "output beam search (k = 4) changes, on chapter 9's trained date model, against the measurement",
+    quantity="the share of 100 held-out dates on which beam search (k = 4) writes another output "
+    "than greedy decoding", tolerance=within(abs=0.03), example=0.0,
+    explanation=("the trained date model puts a probability near 1 on almost every token it writes "
+                 "(the example followed end to end prints them). A sequence whose probability is "
+                 "above 1/2 is the most probable one, since all the others share less than 1/2, and "
+                 "each of its prefixes is the most probable of its length: it stays first in the "
+                 "beam and beam search returns it. Beam search changes outputs where a model "
+                 "hesitates between prefixes, as in translation (chapter 3 measures it on a model "
+                 "that hesitates)."),
+    mistakes=[
+        Mistake("beam search is not a better model: it only looks for a more probable sequence "
+                "under the same model, and a model this sure of every token leaves none to find.",
+                lambda measured: 0.2),
+        Mistake("beam search does not always return something new: greedy's sequence is among "
+                "its candidates, and it is returned whenever it is the most probable.",
+                lambda measured: 1.0),
+    ],
+    hints=["How probable is each token the greedy decoder writes? Could a second-best first "
+           "token lead to a sequence more probable than greedy's?",
+           "A sequence's probability is the product of its tokens' probabilities; greedy's product "
+           "here is close to 1."],
 )
