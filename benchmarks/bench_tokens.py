@@ -1,19 +1,21 @@
 """Chapter 11 (tokens): the capstone's GPT trained on BPE tokens against characters, at equal
-compute, compared in bits per character of held-out text. Committed in course_lib/sweeps/ and
-drawn by book/11_tokens.ipynb.
+steps, compared in bits per character of held-out text. Designed, not run yet: PLANNED (see
+benchmarks/sweep.py); book/11_tokens.ipynb describes the design and makes no claim from it.
 
     nice -n 10 python benchmarks/sweep.py tokens_gpt --jobs 1
 
-Equal compute: the same model body (the capstone's GPTConfig: 4 blocks, 4 heads, width 128,
+Equal steps: the same model body (the capstone's GPTConfig: 4 blocks, 4 heads, width 128,
 context 64 tokens), the same recipe (recipes.GPT_RECIPE: batches of 12 windows of 64 tokens,
 AdamW, warm-up and cosine decay) and the same number of steps, so every run reads the same
-number of tokens and does the same work in its blocks. What differs is what a token is: a
-character (the capstone's vocabulary, data.char_corpus), or a byte-level BPE token learned on the
-training split (course_lib.bpe) with a vocabulary of 512, 1024 or 2048. A BPE token holds several
-characters, so at equal compute the BPE model reads more text per step and sees a longer context
-in characters; it pays with a larger embedding and output layer (V x 128 numbers each, tied) and
-rarer tokens. Each run is scored in bits per character (bpe.bits_per_char) on the validation and
-the test split, read in windows of 64 tokens.
+number of tokens and does the same work in its blocks (not the same work in all: the output
+layer of a larger vocabulary costs more, +14 % multiply-adds per token at 1024, +29 % at 2048).
+What differs is what a token is: a character (the capstone's vocabulary, data.char_corpus), or a
+byte-level BPE token learned on the training split (course_lib.bpe) with a vocabulary of 512,
+1024 or 2048. A BPE token holds several characters, so at equal steps the BPE model reads more
+text per step and sees a longer context in characters; it pays with a larger embedding and
+output layer (V x 128 numbers each, tied) and rarer tokens. Each run is scored in bits per
+character (bpe.bits_per_char) on the validation and the test split, read in windows of 64
+tokens.
 """
 
 import torch
@@ -77,7 +79,7 @@ def tokens_run(point, seed, config):
 
 LEARNING_RATES = [1e-3, 2e-3, 4e-3]
 
-SWEEPS = {
+PLANNED = {
     "tokens_gpt": SweepSpec(
         title="The capstone GPT on characters and on BPE tokens (vocabularies 512, 1024, 2048), "
         "1350 steps of 12 windows of 64 tokens, learning rates 0.001, 0.002 and 0.004",
@@ -88,7 +90,7 @@ SWEEPS = {
         margins={"test_bpc": 0.05},
         metrics=METRICS,
         records=[("test_bpc", "tokens_gpt_test_bpc/{tokenizer}/lr{lr}")],
-        description="Equal compute: the same GPT body (GPTConfig's defaults: 4 blocks, 4 heads, "
+        description="Equal steps: the same GPT body (GPTConfig's defaults: 4 blocks, 4 heads, "
         "width 128, tied embeddings), a context of 64 tokens, GPT_RECIPE, 1350 steps (the capstone's "
         "budget); each tokenizer at three learning rates a factor of 2 apart (each tokenizer's best "
         "is chosen on the validation split and reported on the test split). Bits per character of "

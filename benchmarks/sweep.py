@@ -10,8 +10,12 @@
     python benchmarks/sweep.py --verify NAME [--jobs 2] # re-run one seed per point, compare exactly
 
 A sweep is registered in a topic module, benchmarks/bench_<topic>.py, as
-SWEEPS = {name: common.SweepSpec(...)}. Every run uses the pinned CPU kernels (kernels.env, set
-below before torch starts) and one torch thread; the file records that kernel set.
+SWEEPS = {name: common.SweepSpec(...)}; every registered sweep has committed data. A sweep
+designed but not run yet is listed in the same module's PLANNED = {name: SweepSpec(...)}:
+`--list` shows it, `sweep.py NAME` runs it, and once its file is committed it moves to SWEEPS
+(a committed file whose spec is still in PLANNED is reported). Every run uses the pinned CPU
+kernels (kernels.env, set below before torch starts) and one torch thread; the file records that
+kernel set.
 
 Before the full runs, a smoke run of every point (the spec's `smoke` overrides: a few steps)
 runs under a profile hook (provenance.py): the file records a hash of every definition of
@@ -67,6 +71,14 @@ def registered_sweeps():
     return found
 
 
+def planned_sweeps():
+    """{name: SweepSpec} of the sweeps designed but not run yet (PLANNED in bench_*.py)."""
+    found = {}
+    for path in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        found |= getattr(importlib.import_module(path.stem), "PLANNED", {})
+    return found
+
+
 def _json(value):
     return json.loads(json.dumps(value))  # exactly what a file holds
 
@@ -115,7 +127,7 @@ def smoke(spec):
 
 
 def _smoke_registered(name):
-    return smoke(registered_sweeps()[name])
+    return smoke({**planned_sweeps(), **registered_sweeps()}[name])
 
 
 def smoke_fresh(name, spec):
@@ -123,7 +135,7 @@ def smoke_fresh(name, spec):
     in this process (a corpus loaded once) would hide the code behind it from the trace."""
     if spec.run.__module__ not in {p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")}:
         return smoke(spec)  # not a registered sweep (a test's): in this process
-    if registered_sweeps().get(name) is not spec:
+    if {**planned_sweeps(), **registered_sweeps()}.get(name) is not spec:
         return smoke(spec)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
@@ -196,8 +208,8 @@ def git_commit():
 
 
 def _run_registered(name, point, seed, config):
-    """_run_one for the registered sweep `name` (what a --jobs worker process runs)."""
-    return _run_one(name, registered_sweeps()[name], point, seed, config)
+    """_run_one for the registered (or planned) sweep `name` (what a --jobs worker process runs)."""
+    return _run_one(name, {**planned_sweeps(), **registered_sweeps()}[name], point, seed, config)
 
 
 def _run_one(name, spec, point, seed, config):
@@ -446,10 +458,13 @@ def main(argv=None):
     parser.add_argument("--verify", action="store_true", help="re-run one seed per point; compare exactly")
     parser.add_argument("--canary", action="store_true", help="re-run the smoke runs; compare the canary")
     args = parser.parse_args(argv)
-    sweeps = registered_sweeps()
-    unknown = [n for n in args.names if n not in sweeps]
+    sweeps, planned = registered_sweeps(), planned_sweeps()
+    unknown = [n for n in args.names if n not in sweeps and n not in planned]
     if unknown:
         parser.error(f"unknown sweep(s) {unknown}; registered: {', '.join(sweeps) or 'none'}")
+    if args.list:
+        for name, spec in planned.items():
+            print(f"{name:32s} planned {len(spec.points)} points × {len(spec.seeds)} seeds  {spec.title}")
     if args.list or args.check:
         for name, spec in sweeps.items():
             state = "stale" if problems(name, spec) else "fresh"
@@ -484,6 +499,7 @@ def main(argv=None):
             ok &= equal
             print(f"{name}: {'reproduced' if equal else 'NOT reproduced'}\n" + "\n".join(lines), flush=True)
         return 0 if ok else 1
+    sweeps = {**planned, **sweeps}  # a planned sweep runs like a registered one
     for name in args.names:
         seeds = args.seeds or sweeps[name].seeds
         if len(set(seeds)) != len(seeds):

@@ -42,6 +42,16 @@ def test_every_committed_and_registered_sweep_is_fresh():
     assert not found, "\n".join(found)
 
 
+def test_a_planned_sweep_is_not_registered_and_has_no_data_yet():
+    """PLANNED holds designs not run yet: none is also registered, and none has committed data
+    (once run, its spec moves to SWEEPS, where the freshness rules apply)."""
+    planned, registered = runner.planned_sweeps(), runner.registered_sweeps()
+    print("planned:", sorted(planned))
+    assert not set(planned) & set(registered)
+    assert not set(planned) & set(committed_sweeps()), "run and committed: move it to SWEEPS"
+    assert all(isinstance(spec, SweepSpec) and spec.margins for spec in planned.values())
+
+
 def test_committed_sweeps_follow_the_protocol():
     pinned = kernels.pinned()
     expected = {
