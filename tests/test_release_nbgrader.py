@@ -27,6 +27,7 @@ from coursekit.release.markers import BEGIN, END, RAISES_TAG, ReleaseError
 from coursekit.release.nbgrader import (
     apply_metadata,
     assignment_name,
+    chapter_notebook,
     exercises_only,
     expected_metadata,
     stale_metadata,
@@ -235,6 +236,15 @@ def test_course_directory(tmp_path, only, capsys):
     assert f"nbgrader generate_assignment {name}" in capsys.readouterr().out
     assert main(args) == 1  # not empty: refuses without --force
     assert main(args + ["--force"]) == 0
+
+
+def test_a_chapter_of_two_pages_is_named_by_page(tmp_path):
+    src = toy_book(tmp_path / "src")
+    nbformat.write(toy_chapter(), src / "book" / "01_toy_more.ipynb")
+    with pytest.raises(ReleaseError, match="found 2 .01_toy, 01_toy_more.; name a page"):
+        chapter_notebook(src, "01")
+    assert chapter_notebook(src, "01_toy_more").name == "01_toy_more.ipynb"
+    assert chapter_notebook(src, "01_toy").name == "01_toy.ipynb"
 
 
 # ---- the round trip through real nbgrader (slow) -------------------------------------------------

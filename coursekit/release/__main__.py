@@ -35,7 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         help="an nbgrader course directory (source/<assignment>/ and nbgrader_config.py) for some chapters",
     )
     grader.add_argument("outdir", type=Path, help="the course directory to write")
-    grader.add_argument("--chapters", nargs="+", default=[], metavar="NN", help="chapter numbers, e.g. 05 06")
+    grader.add_argument(
+        "--chapters",
+        nargs="+",
+        default=[],
+        metavar="NN",
+        help="chapter numbers, e.g. 05 06, or pages, e.g. 09_transformer",
+    )
     grader.add_argument(
         "--assignments",
         nargs="+",

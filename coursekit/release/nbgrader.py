@@ -291,10 +291,15 @@ Autograding runs the students' code: do it in a container or a throw-away accoun
 
 
 def chapter_notebook(src: Path, chapter: str) -> Path:
-    found = sorted((Path(src) / "book").glob(f"{chapter}_*.ipynb"))
+    """book/NN_*.ipynb for a chapter number NN, or book/PAGE.ipynb for a page's name (a chapter
+    of two pages, such as 09, is named by page: 09_transformer, 09_transformer_choices)."""
+    page = Path(src) / "book" / f"{chapter}.ipynb"
+    found = [page] if page.is_file() else sorted((Path(src) / "book").glob(f"{chapter}_*.ipynb"))
     if len(found) != 1:
+        names = ", ".join(p.stem for p in found) or "none"
         raise ReleaseError(
-            f"chapter {chapter!r}: expected one book/{chapter}_*.ipynb in {src}, found {len(found)}."
+            f"chapter {chapter!r}: expected one book/{chapter}_*.ipynb in {src}, found {len(found)} "
+            f"({names}); name a page instead"
         )
     return found[0]
 
