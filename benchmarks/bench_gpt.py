@@ -144,7 +144,7 @@ SWEEPS = {
 # checkpoints on the validation and test texts, with the loss by position in the context
 # ---------------------------------------------------------------------------
 
-CHECKPOINTS = [250, 500, 750, 1000, 1350, 1500, 2000]
+CHECKPOINTS = [250, 500, 750, 1000, 1350, 1500]
 RACE_STEPS = CHECKPOINTS[-1]
 EVAL_EVERY = 50  # a divisor of every checkpoint: evaluate_at counts the calls of fit's eval_fn
 
@@ -238,9 +238,9 @@ RACE_CONFIG = {"steps": RACE_STEPS, "checkpoints": CHECKPOINTS, "tokens_per_step
 RACE_DESCRIPTION = (
     "The capstone GPT (nanoGPT's baby GPT) against an LSTM of its size (CharLM, two layers of 243 "
     "units, embeddings of 64, torch's fused nn.LSTM holding the course LSTM's initial weights), "
-    "each trained once per (learning rate, seed) for 2000 steps of 768 characters (12 windows of "
+    "each trained once per (learning rate, seed) for 1500 steps of 768 characters (12 windows of "
     "64, or 3 of 256), AdamW as GPT_RECIPE with 100 warm-up steps and then a CONSTANT learning rate, "
-    "so that every checkpoint (250 ... 2000 steps) is an honest shorter budget of the same run. At "
+    "so that every checkpoint (250 ... 1500 steps) is an honest shorter budget of the same run. At "
     "each checkpoint: bits per character on the whole validation and test texts, read in windows "
     "of the context from a fresh state, and the test text's by position in the window (buckets 0, "
     "1, 2-3, 4-7, ...), and the CPU seconds of the process since the start (evaluations included). "
@@ -252,13 +252,13 @@ RACE_PLAN = (
     "Plan and measured costs (one thread, milliseconds per step measured before the campaign on "
     "the development machine: GPT 80 at context 64 and 190 at 256; the LSTM (fused) 84 and 197; "
     "the course's own LSTM 127 and 548): context 64 was planned as 18 runs of 4000 steps, about 1.8 "
-    "CPU-hours with the checkpoints' evaluations, and ran with 2000 (what the session that ran it "
+    "CPU-hours with the checkpoints' evaluations, and ran with 1500 (what the session that ran it "
     "could afford); context 256 about 4.2 CPU-hours (not run); with the pilot (0.3), "
     "gpt_capstone (0.6), mlm_capstone (0.4) and lm_step_time (0.1) the chapter's campaign is "
     "about 7.4 CPU-core-hours. Each grid is centred on its pilot's better rate (see RACE_LRS)."
 )
 SWEEPS["gpt_vs_lstm_ctx64"] = SweepSpec(
-    title="GPT against an LSTM of its size, context 64: held-out bits per character over 2000 steps",
+    title="GPT against an LSTM of its size, context 64: held-out bits per character over 1500 steps",
     run=race_run,
     points=[{"model": m, "context": 64, "lr": lr} for m, lrs in RACE_LRS.items() for lr in lrs],
     config=RACE_CONFIG,
