@@ -5,6 +5,7 @@ See the package docstring for every rule.
 
 from __future__ import annotations
 
+import ast
 import shutil
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -107,6 +108,17 @@ def _given_and_answers(nb) -> tuple[set, set]:
     return given, answers
 
 
+def _runs_top_level_code(source: str) -> bool:
+    """True when the cell does more than define and import: its top-level code may call one of
+    the functions whose body was replaced by a stub (which raises until solved)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+    return any(not isinstance(node, definitions) for node in body)
+
+
 def _release_code_cell(cell: nbformat.NotebookNode, where: str, stats: Stats, stub: bool = True) -> None:
     stubbed, regions = stub_solutions(strip_hidden_tests(cell.source), where)
     if stub:
@@ -118,8 +130,9 @@ def _release_code_cell(cell: nbformat.NotebookNode, where: str, stats: Stats, st
         stats.checks_cleared += is_check
     old_tags = list(cell.get("metadata", {}).get("tags", []))
     tags = [t for t in old_tags if t != HIDE_INPUT_TAG] if regions else list(old_tags)
-    if (is_check or STUB in stubbed.split("\n")) and RAISES_TAG not in tags:
-        tags.append(RAISES_TAG)  # a check, or a stub at the top level: raises until solved
+    calls_a_stub = regions and _runs_top_level_code(stubbed)  # e.g. print(stubbed_function())
+    if (is_check or calls_a_stub or STUB in stubbed.split("\n")) and RAISES_TAG not in tags:
+        tags.append(RAISES_TAG)  # a check, or a stub that runs: raises until solved
     if tags != old_tags:
         cell.setdefault("metadata", {})["tags"] = tags
 
