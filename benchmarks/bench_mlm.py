@@ -1,6 +1,6 @@
 """The masked language model of chapter 10 (BERT-style, `course_lib.mlm`) as a committed sweep.
 
-The model has the capstone GPT's shape; it is trained by `mlm.train_mlm` on the same corpus and
+The model has the capstone GPT's shape; it is trained by `recipes.train_mlm` on the same corpus and
 tested on a fixed held-out set: the first 256 windows of 64 characters of the validation text
 with 15 % of their positions masked. The two count baselines need no seeds: they are printed by
 the chapter, and recorded here beside the model for the README table.
@@ -9,7 +9,7 @@ the chapter, and recorded here beside the model for the README table.
 import torch
 from common import SweepSpec, record
 
-from course_lib import data, mlm
+from course_lib import data, mlm, recipes
 
 SHAPE = {"d_model": 128, "num_heads": 4, "num_layers": 4, "d_ff": 512, "max_len": 64}
 
@@ -22,7 +22,7 @@ def mlm_run(point, seed, config):
     x, inputs, targets = mlm.heldout_masked(corpus.val, 64, 256, mask_id=V)
     torch.manual_seed(seed)
     model = mlm.MaskedLM(V, **SHAPE)
-    mlm.train_mlm(
+    recipes.train_mlm(
         model,
         corpus,
         point["steps"],
@@ -68,7 +68,7 @@ SWEEPS = {
         },
         margins={"above_count_model": 0.1},
         records=[("accuracy", "mlm_masked_accuracy/{steps}")],
-        description="Trained with mlm.train_mlm (40 % of the positions chosen, BERT's 80/10/10 "
+        description="Trained with recipes.train_mlm (40 % of the positions chosen, BERT's 80/10/10 "
         "corruption; AdamW 3e-3 with warm-up and cosine decay; batches of 32 windows of 64 "
         "characters), tested on 256 held-out windows with 15 % of the positions masked. fill_i: the "
         "model's most likely character (its id in the corpus vocabulary) at the i-th of eight gaps "

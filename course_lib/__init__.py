@@ -24,29 +24,7 @@ One module per topic; each chapter of the book studies one of them.
     exercises   auto-checks for the exercises (the expected outputs they compare with are data;
                 the reference solutions stay with the grader, in coursekit/ of the repository)
 
-Argument checks shared by the modules live in `_checks`; `set_threads` is here.
+Argument checks shared by the modules live in `_checks`.
 """
 
-import os
-
-import torch
-
 __version__ = "0.2.0"
-
-
-def set_threads(n: int) -> int:
-    """Run torch on ``n`` CPU threads, or fewer if the environment variable
-    ``COURSE_LIB_THREADS`` says so; returns the number used.
-
-    The cap is for machines that run several notebooks at once: `make test` runs two side by
-    side on two cores and sets it to 1, since two threads each would fight over the cores.
-    """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int (threads), got {n!r}")
-    cap = os.environ.get("COURSE_LIB_THREADS", "")
-    if cap:
-        if not cap.isdigit() or int(cap) < 1:
-            raise ValueError(f"COURSE_LIB_THREADS must be a positive integer, got {cap!r}")
-        n = min(n, int(cap))
-    torch.set_num_threads(n)
-    return n

@@ -11,8 +11,7 @@ The model is `GPT`'s stack without the causal mask: token and learned position e
 pre-LN `EncoderLayer`s, a final LayerNorm and an output layer. Its vocabulary has one extra
 id, `mask_id = vocab_size`, which it reads but never predicts.
 
-`train_mlm` is its recipe (the optimiser and schedule of `recipes.GPT_RECIPE`; it lives here,
-beside the model, so that the GPT's committed sweeps, which fingerprint `recipes`, stay valid).
+Its training recipe is `recipes.train_mlm` (the optimiser and schedule of `recipes.GPT_RECIPE`).
 
 Baselines for masked-token accuracy: the most frequent character (`unigram_guess`), and the
 character seen most often between the same left and right neighbours in the training text
@@ -25,14 +24,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import data
 from ._checks import check_ids, check_int
 from .positional import LearnedPositionalEmbedding
-from .recipes import warmup_cosine
-from .train import fit
 from .transformer import EncoderLayer
 
-__all__ = ["MaskedLM", "mask_tokens", "mlm_loss", "train_mlm", "masked_accuracy", "heldout_masked",
+__all__ = ["MaskedLM", "mask_tokens", "mlm_loss", "masked_accuracy", "heldout_masked",
            "unigram_guess", "NeighbourBaseline", "IGNORE"]
 
 IGNORE = -100  # the target of a position that is not predicted (F.cross_entropy's ignore_index)
@@ -88,28 +84,6 @@ def mlm_loss(model, batch):
     """Mean cross-entropy at the chosen positions, in nats: batch = (inputs, targets)."""
     inputs, targets = batch
     return F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-
-
-def train_mlm(model, corpus, steps, batch_size=12, seq_len=64, lr=1e-3, weight_decay=0.1,
-              betas=(0.9, 0.99), warmup=100, min_lr=1e-4, clip=1.0, rate=0.15, seed=0, eval_fn=None,
-              eval_every=0, progress=True, desc="MLM"):
-    """Train a MaskedLM BERT's way on random windows of corpus.train: every batch corrupted by
-    `mask_tokens` (a new draw each step), `mlm_loss`, AdamW with weight decay on the weight
-    matrices only, a warm-up and a cosine decay to min_lr (`recipes.warmup_cosine`)."""
-    check_int("steps", steps)
-    g = torch.Generator().manual_seed(seed)
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    others = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
-                                   {"params": others, "weight_decay": 0.0}], lr=lr, betas=betas)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_cosine(step, steps, warmup, min_lr / lr))
-
-    def batch(step):
-        x, _ = data.lm_batch(corpus.train, batch_size, seq_len, g)    # (B, T); the targets unused
-        return mask_tokens(x, model.mask_id, rate, g)
-    return fit(model, mlm_loss, batch, steps=steps, optimizer=optimizer, scheduler=scheduler,
-               clip=clip, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
 
 
 def heldout_masked(ids, seq_len, num_windows, mask_id, rate=0.15, seed=0):

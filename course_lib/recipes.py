@@ -9,6 +9,7 @@ here means a chapter and its benchmark train the same way.
     train_char_lm      chapter 2's recipe: a CharLM built and trained with train_lm
     train_seq2seq      recurrent encoder-decoders (chapters 3 and 4)
     train_transformer  the encoder-decoder Transformer (chapter 9)
+    train_mlm          the masked language model of chapter 10, BERT's way
 
 Each returns the `course_lib.train.History` of `fit` (train_char_lm also the model). Seed the
 model's initialisation yourself (`seed_everything(seed)` before building it); `seed` here
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from . import data
 from ._checks import check_choice, check_int
 from .charlm import CharLM
+from .mlm import mask_tokens, mlm_loss
 from .rnn import set_update_bias
 from .seq2seq import seq2seq_loss
 from .train import fit, lm_heldout_loss, seed_everything
@@ -237,3 +239,25 @@ def inverse_sqrt_warmup(optimizer, warmup):
     check_int("warmup", warmup)
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: min((i + 1) / warmup, (warmup / (i + 1)) ** 0.5))
+
+
+def train_mlm(model, corpus, steps, batch_size=12, seq_len=64, lr=1e-3, weight_decay=0.1,
+              betas=(0.9, 0.99), warmup=100, min_lr=1e-4, clip=1.0, rate=0.15, seed=0, eval_fn=None,
+              eval_every=0, progress=True, desc="MLM"):
+    """Train a MaskedLM BERT's way on random windows of corpus.train: every batch corrupted by
+    `mask_tokens` (a new draw each step), `mlm_loss`, AdamW with weight decay on the weight
+    matrices only, a warm-up and a cosine decay to min_lr (`recipes.warmup_cosine`)."""
+    check_int("steps", steps)
+    g = torch.Generator().manual_seed(seed)
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
+                                   {"params": others, "weight_decay": 0.0}], lr=lr, betas=betas)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, steps, warmup, min_lr / lr))
+
+    def batch(step):
+        x, _ = data.lm_batch(corpus.train, batch_size, seq_len, g)    # (B, T); the targets unused
+        return mask_tokens(x, model.mask_id, rate, g)
+    return fit(model, mlm_loss, batch, steps=steps, optimizer=optimizer, scheduler=scheduler,
+               clip=clip, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)

@@ -12,6 +12,7 @@ eval mode. A tqdm progress bar shows the running loss (in Jupyter, Colab and the
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -182,3 +183,21 @@ def count_parameters(model: nn.Module) -> int:
 def bits_per_char(nats: float) -> float:
     """Nats per character -> bits per character."""
     return nats / math.log(2)
+
+
+def set_threads(n: int) -> int:
+    """Run torch on ``n`` CPU threads, or fewer if the environment variable
+    ``COURSE_LIB_THREADS`` says so; returns the number used.
+
+    The cap is for machines that run several notebooks at once: `make test` runs two side by
+    side on two cores and sets it to 1, since two threads each would fight over the cores.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int (threads), got {n!r}")
+    cap = os.environ.get("COURSE_LIB_THREADS", "")
+    if cap:
+        if not cap.isdigit() or int(cap) < 1:
+            raise ValueError(f"COURSE_LIB_THREADS must be a positive integer, got {cap!r}")
+        n = min(n, int(cap))
+    torch.set_num_threads(n)
+    return n

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import mlm
+from course_lib import mlm, recipes
 
 torch.set_num_threads(1)
 
@@ -99,7 +99,7 @@ def test_train_mlm_learns_to_fill_in_a_periodic_text():
     model = mlm.MaskedLM(6, d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=16)
     _, inputs, targets = mlm.heldout_masked(text, 16, 20, model.mask_id, seed=1)
     before = mlm.masked_accuracy(model.eval(), inputs, targets)
-    history = mlm.train_mlm(
+    history = recipes.train_mlm(
         model,
         corpus,
         150,

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-import course_lib
+from course_lib import train
 from course_lib.train import (
     bits_per_char,
     default_device,
@@ -101,10 +101,10 @@ def test_set_threads_caps_at_the_environment_variable(monkeypatch):
     before = torch.get_num_threads()
     try:
         monkeypatch.delenv("COURSE_LIB_THREADS", raising=False)
-        assert course_lib.set_threads(2) == 2 and torch.get_num_threads() == 2
+        assert train.set_threads(2) == 2 and torch.get_num_threads() == 2
         monkeypatch.setenv("COURSE_LIB_THREADS", "1")
-        assert course_lib.set_threads(2) == 1 and torch.get_num_threads() == 1
-        assert course_lib.set_threads(1) == 1
+        assert train.set_threads(2) == 1 and torch.get_num_threads() == 1
+        assert train.set_threads(1) == 1
     finally:
         torch.set_num_threads(before)
 
@@ -112,10 +112,10 @@ def test_set_threads_caps_at_the_environment_variable(monkeypatch):
 @pytest.mark.parametrize("n", [0, -1, 1.5, True, "2"])
 def test_set_threads_names_a_bad_count(n):
     with pytest.raises(ValueError, match="n must be a positive int"):
-        course_lib.set_threads(n)
+        train.set_threads(n)
 
 
 def test_set_threads_names_a_bad_cap(monkeypatch):
     monkeypatch.setenv("COURSE_LIB_THREADS", "two")
     with pytest.raises(ValueError, match="COURSE_LIB_THREADS"):
-        course_lib.set_threads(2)
+        train.set_threads(2)

@@ -18,7 +18,7 @@ saved in the notebook (``store_widget_state=True``), which the static site needs
 The chapters run torch on one thread (``torch.set_num_threads(1)``), so ``--jobs 2`` runs
 two notebooks side by side on two cores; the longest notebooks (by the last run's timings,
 kept in ``timings.json``) start first. A notebook that asks for more threads
-(``course_lib.set_threads(2)``: the capstone) runs alone, after the others, so that its
+(``train.set_threads(2)``: the capstone) runs alone, after the others, so that its
 threads have the cores to themselves and its measured times are those of its budget.
 
 A notebook is executed again only when its staged copy is missing or older than the notebook
