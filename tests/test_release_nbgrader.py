@@ -306,29 +306,37 @@ def book_root(tmp_path_factory):
 
 
 def with_a_typical_mistake(nb):
-    """The instructor's notebook with the first function exercise's solution replaced by the
-    first typical mistake of its check record; returns (notebook, the check's grade_id)."""
+    """The instructor's notebook with the solution of the first function exercise's checked
+    function (the one whose arguments are the check's parameters) replaced by the first typical
+    mistake of its check record; returns (notebook, the check's grade_id)."""
     for ex in read_exercises(nb):
         record = REGISTRY.get(ex.check_names[0]) if ex.check_names else None
         if not isinstance(record, Check):
             continue
-        cell = nb.cells[ex.solutions[0]]
-        lines = cell.source.split("\n")
-        begin = next(n for n, line in enumerate(lines) if line.strip() == BEGIN)
-        end = next(n for n, line in enumerate(lines) if line.strip() == END)
-        fn = next(
-            node
-            for node in ast.walk(ast.parse(cell.source))
-            if isinstance(node, ast.FunctionDef) and node.lineno <= begin < node.end_lineno
-        )
-        indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
-        args = ", ".join(a.arg for a in fn.args.args)
-        lines[begin : end + 1] = [
-            f"{indent}from coursekit.grading import REFERENCES",
-            f"{indent}return REFERENCES[{record.name!r}].mistakes[0]({args})",
-        ]
-        cell.source = "\n".join(lines)
-        return nb, nb.cells[ex.checks[0]].metadata["nbgrader"]["grade_id"]
+        for index in ex.solutions:
+            cell = nb.cells[index]
+            lines = cell.source.split("\n")
+            begins = [n for n, line in enumerate(lines) if line.strip() == BEGIN]
+            for begin in begins:
+                end = next(n for n in range(begin, len(lines)) if lines[n].strip() == END)
+                fn = next(
+                    (
+                        node
+                        for node in ast.walk(ast.parse(cell.source))
+                        if isinstance(node, ast.FunctionDef) and node.lineno <= begin < node.end_lineno
+                    ),
+                    None,
+                )
+                if fn is None or [a.arg for a in fn.args.args] != list(record.params):
+                    continue
+                indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
+                args = ", ".join(a.arg for a in fn.args.args)
+                lines[begin : end + 1] = [
+                    f"{indent}from coursekit.grading import REFERENCES",
+                    f"{indent}return REFERENCES[{record.name!r}].mistakes[0]({args})",
+                ]
+                cell.source = "\n".join(lines)
+                return nb, nb.cells[ex.checks[0]].metadata["nbgrader"]["grade_id"]
     raise AssertionError("no function exercise to make a mistake in")
 
 
@@ -394,5 +402,12 @@ def test_round_trip_through_nbgrader(book_root, tmp_path):
             f"{assignment}: instructor {full}/{maximum}, untouched {untouched}, "
             f"typical mistake {partial}; autograde of the 3 submissions {seconds:.0f} s"
         )
-        assert maximum >= 6 and full == maximum and untouched == 0
-        assert 0 < partial < maximum and grades[mistaken_check] == 0
+        # written answers (markdown answer cells) are graded by hand: autograde leaves them at 0
+        by_hand = sum(
+            c.metadata["nbgrader"].get("points", 0)
+            for c in instructor.cells
+            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
+        )
+        print(f"{assignment}: {by_hand} point(s) graded by hand")
+        assert maximum >= 6 and full == maximum - by_hand and untouched == 0
+        assert 0 < partial < full and grades[mistaken_check] == 0

@@ -115,11 +115,24 @@ def check_data(name: str) -> list[str]:
                 problems.append(f"{where}, mistake {j}: stored {a[0]}, fresh {b[0]}")
             elif a[0] == "error" and tuple(a) != tuple(b):
                 problems.append(f"{where}, mistake {j}: stored error {a[1:]}, fresh {b[1:]}")
-            elif a[0] == "result":
-                problem = _differ(decode(a[1]), decode(b[1]))
-                if problem:
-                    problems.append(f"{where}, mistake {j}: {problem}")
+            elif a[0] == "result" and not _near(decode(a[1]), decode(b[1])):
+                problems.append(f"{where}, mistake {j}: {_differ(decode(a[1]), decode(b[1]))}")
     return problems
+
+
+def _near(a: Any, b: Any, rtol: float = 1e-2) -> bool:
+    """A mistake's stored result against a fresh one: it only names the mistake, and a wrong
+    formula can amplify float rounding that differs between CPUs (measured: 4e-4 relative on
+    check_bptt_jacobian between an AMD and an Intel processor), so 1 % relative is the same."""
+    import torch
+
+    if _differ(a, b) is None:
+        return True
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
+        return bool(torch.allclose(a.double(), b.double(), rtol=rtol, atol=1e-6, equal_nan=True))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b):
+        return all(_near(x, y, rtol) for x, y in zip(a, b))
+    return False
 
 
 def _differ(a: Any, b: Any) -> str | None:
