@@ -87,8 +87,8 @@ check_source_mask = Check(
         Mistake("off by one: a source of length L has real positions 0 .. L - 1, so position L is "
                 "already padding (compare with <, not <=)."),
         Mistake("the polarity is inverted: True marks the real positions, which attention may read."),
-        Mistake("the mask has the dims (B, 1, 1, S) of chapter 5's multi-head scores; the decoders "
-                "of this chapter score (B, S)."),
+        Mistake("the mask has the layout (B, 1, 1, S) of attention.padding_mask, made for the "
+                "Transformer's scores (chapter 5 on); this chapter's decoders score (B, S)."),
     ],
     hints=["Compare a (S,) row of positions with a (B, 1) column of lengths.",
            "Position j of source b is real exactly when j < lengths[b]."],
