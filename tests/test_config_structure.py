@@ -90,3 +90,58 @@ def test_the_learner_package_is_course_lib_alone():
     assert all(p == "course_lib" or p.startswith("course_lib.") for p in packages), packages
     on_disk = {module_name(p.parent) for p in (ROOT / "course_lib").rglob("__init__.py")}
     assert set(packages) == on_disk, f"packaged {sorted(packages)}, on disk {sorted(on_disk)}"
+
+
+def _trace_gpt_training_step():
+    """One step of chapter 10's GPT training call on a tiny GPT: for every call of the attention
+    (CausalSelfAttention.forward), the course_lib functions on the stack; and every course_lib
+    function called, with its count."""
+    import sys
+
+    import torch
+
+    from course_lib import data, recipes
+    from course_lib.gpt import GPT, GPTConfig
+
+    corpus = data.CharCorpus(vocab=None, train=torch.arange(400) % 20, val=torch.arange(200) % 20,
+                             test=torch.arange(200) % 20)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=16))
+    stacks, calls = [], {}
+
+    def profile(frame, event, arg):
+        if event != "call" or "/course_lib/" not in frame.f_code.co_filename:
+            return
+        name = frame.f_code.co_qualname
+        calls[name] = calls.get(name, 0) + 1
+        if name == "CausalSelfAttention.forward":
+            stack, f = [], frame
+            while f is not None:
+                if "/course_lib/" in f.f_code.co_filename:
+                    stack.append(f.f_code.co_qualname)
+                f = f.f_back
+            stacks.append(stack[::-1])
+
+    sys.setprofile(profile)
+    try:
+        recipe = dict(recipes.GPT_RECIPE, batch_size=2, seq_len=16)
+        recipes.train_lm(model, corpus, 1, **recipe, progress=False, eval_fn=lambda m: 0.0)
+    finally:
+        sys.setprofile(None)
+    return stacks, calls
+
+
+def test_the_gpt_forward_path_is_short_and_checks_its_input_once():
+    """Issue 26: from chapter 10's training call to the attention weights at most 8 course_lib
+    names (the review counted about 22 in 6 files before), and the input checked once per
+    forward pass, where the user calls in (GPT.forward), not again in every layer."""
+    stacks, calls = _trace_gpt_training_step()
+    path = stacks[0]
+    print("training call -> attention:", " -> ".join(path))
+    assert path[0] == "train_lm" and path[-1] == "CausalSelfAttention.forward", path
+    assert len(path) <= 8, path
+    checks = {name: n for name, n in calls.items() if name.startswith("check_")}
+    print("input checks in one training step:", checks, "; GPT.forward calls:", calls["GPT.forward"])
+    # train_lm checks its own arguments (steps, optimizer, schedule); the model only its input
+    assert set(checks) <= {"check_int", "check_choice", "check_ids"}, checks
+    assert checks.get("check_ids") == calls["GPT.forward"] == 1, (checks, calls)
