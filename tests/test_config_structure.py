@@ -103,8 +103,9 @@ def _trace_gpt_training_step():
     from course_lib import data, recipes
     from course_lib.gpt import GPT, GPTConfig
 
-    corpus = data.CharCorpus(vocab=None, train=torch.arange(400) % 20, val=torch.arange(200) % 20,
-                             test=torch.arange(200) % 20)
+    corpus = data.CharCorpus(
+        vocab=None, train=torch.arange(400) % 20, val=torch.arange(200) % 20, test=torch.arange(200) % 20
+    )
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=16))
     stacks, calls = [], {}
