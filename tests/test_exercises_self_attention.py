@@ -44,6 +44,15 @@ def test_the_gradient_by_hand_passes_and_autograd_does_not():
     fails_with(check_attention_grad_q, with_autograd, "called torch.autograd.grad", "off limits")
     fails_with(check_attention_grad_q, last_step_unscaled, "the last step drops the 1/sqrt(d_k)")
 
+    def with_torch_func(q, k, v, grad_out):
+        def loss(q_):
+            weights = torch.softmax(q_ @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+            return (weights @ v * grad_out).sum()
+
+        return torch.func.grad(loss)(q)
+
+    fails_with(check_attention_grad_q, with_torch_func, "called torch.func.grad", "off limits")
+
 
 def test_the_tied_projection_experiment_gives_the_recorded_example():
     """The chapter's experiment (seed 0) measures the record's example value."""

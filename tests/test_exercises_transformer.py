@@ -219,3 +219,11 @@ def test_cached_generation_is_checked_on_models_whose_attention_decides():
         with pytest.raises(ExerciseFailure, match="tokens") as info:
             check_generate_cached(cached_generator(wrong))
         assert not isinstance(info.value, ExerciseNotAttempted)
+
+
+def test_a_forbidden_method_behind_a_decorator_is_named_as_itself():
+    """GPT.generate and decoding.decode share torch.no_grad's wrapper: calling the first must be
+    refused under its own name, not the other's."""
+    with pytest.raises(ExerciseFailure, match=r"called course_lib\.gpt\.GPT\.generate") as info:
+        check_generate_cached(lambda model, prompt, n: model.generate(prompt, n, top_k=1))
+    assert "called course_lib.decoding.decode" not in str(info.value)
