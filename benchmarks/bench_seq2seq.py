@@ -51,9 +51,41 @@ def dates_attention_exact_match(args):
     ]
 
 
+def threads_tiny_model(args):
+    """Why the notebooks set one thread: ms per training step of chapter 4's date model (Bahdanau,
+    bidirectional, hidden 64, batches of 64) on 1 and on 2 threads, the median of 3 runs of 40
+    steps each (after a warm-up run), measured in the same run. Ratio: 2 threads / 1 thread."""
+    train_pairs, _, src, tgt = _dates()
+    before = torch.get_num_threads()
+    ms = {}
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            runs = []
+            for i in range(4):
+                train.seed_everything(0)
+                model = S.build_model(
+                    len(src),
+                    len(tgt),
+                    attention="bahdanau",
+                    hidden_size=64,
+                    embed_size=32,
+                    bidirectional=True,
+                )
+                start = time.perf_counter()
+                recipes.train_seq2seq(model, train_pairs, src, tgt, 40, progress=False)
+                if i:  # the first run warms up
+                    runs.append((time.perf_counter() - start) / 40 * 1000)
+            ms[threads] = sorted(runs)[1]
+    finally:
+        torch.set_num_threads(before)
+    return [record("seq2seq_train_step/2_threads_vs_1", ms[2], "ms", baseline=ms[1])]
+
+
 # The score functions and the copy task by length are sweeps (3 seeds), below.
 BENCHMARKS = [
     ("Seq2seq: dates with Luong attention (held-out exact match, 400 steps)", dates_attention_exact_match),
+    ("Threads: a training step of chapter 4's date model on 2 threads against 1 (ms)", threads_tiny_model),
 ]
 
 
