@@ -96,6 +96,7 @@ def _trace_gpt_training_step():
     """One step of chapter 10's GPT training call on a tiny GPT: for every call of the attention
     (CausalSelfAttention.forward), the course_lib functions on the stack; and every course_lib
     function called, with its count."""
+    import dataclasses
     import sys
 
     import torch
@@ -103,8 +104,9 @@ def _trace_gpt_training_step():
     from course_lib import data, recipes
     from course_lib.gpt import GPT, GPTConfig
 
-    corpus = data.CharCorpus(vocab=None, train=torch.arange(400) % 20, val=torch.arange(200) % 20,
-                             test=torch.arange(200) % 20)
+    corpus = data.CharCorpus(
+        vocab=None, train=torch.arange(400) % 20, val=torch.arange(200) % 20, test=torch.arange(200) % 20
+    )
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=16))
     stacks, calls = [], {}
@@ -124,8 +126,8 @@ def _trace_gpt_training_step():
 
     sys.setprofile(profile)
     try:
-        recipe = dict(recipes.GPT_RECIPE, batch_size=2, seq_len=16)
-        recipes.train_lm(model, corpus, 1, **recipe, progress=False, eval_fn=lambda m: 0.0)
+        recipe = dataclasses.replace(recipes.GPT_RECIPE, batch_size=2, seq_len=16)
+        recipes.train_lm(model, corpus, 1, recipe, progress=False, eval_fn=lambda m: 0.0)
     finally:
         sys.setprofile(None)
     return stacks, calls
