@@ -187,8 +187,20 @@ def test_multihead_forward_mistakes():
         heads, weights = A.scaled_dot_product_attention(q, k, v, mask=mask)
         return mha.out_proj(merge_heads(heads)), weights
 
+    def inverted_mask(x, mha, mask=None):
+        return multihead(x, mha, None if mask is None else ~mask)
+
+    def reshaped_heads(x, mha, mask=None):
+        B, T, _ = x.shape
+        projected = F.linear(x, mha.in_proj_weight, mha.in_proj_bias)
+        q, k, v = (p.reshape(B, mha.num_heads, T, -1) for p in projected.chunk(3, dim=-1))
+        heads, weights = A.scaled_dot_product_attention(q, k, v, mask=mask)
+        return mha.out_proj(merge_heads(heads)), weights
+
     fails_with(check_multihead_forward, averaged, "no head dim")
     fails_with(check_multihead_forward, wrong_scale, "sqrt(d_model)")
+    fails_with(check_multihead_forward, inverted_mask, "the mask is inverted")
+    fails_with(check_multihead_forward, reshaped_heads, "plain reshape")
 
 
 def test_sinusoidal_mistakes():

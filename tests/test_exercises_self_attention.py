@@ -37,8 +37,21 @@ def test_the_gradient_by_hand_passes_and_autograd_does_not():
         out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
         return torch.autograd.grad(out, q, grad_out)[0]
 
-    assert check_attention_grad_q(by_hand)
+    def last_step_unscaled(q, k, v, grad_out):
+        return by_hand(q, k, v, grad_out) * math.sqrt(q.shape[-1])
+
+    check_attention_grad_q(by_hand)  # raises ExerciseFailure if it does not pass
     fails_with(check_attention_grad_q, with_autograd, "called torch.autograd.grad", "off limits")
+    fails_with(check_attention_grad_q, last_step_unscaled, "the last step drops the 1/sqrt(d_k)")
+
+    def with_torch_func(q, k, v, grad_out):
+        def loss(q_):
+            weights = torch.softmax(q_ @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+            return (weights @ v * grad_out).sum()
+
+        return torch.func.grad(loss)(q)
+
+    fails_with(check_attention_grad_q, with_torch_func, "called torch.func.grad", "off limits")
 
 
 def test_the_tied_projection_experiment_gives_the_recorded_example():

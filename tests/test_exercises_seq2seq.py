@@ -77,6 +77,23 @@ def loss_counting_pads(logits, tgt_out, pad_id):
     return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten())
 
 
+def per_token_losses(logits, tgt_out):
+    return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), reduction="none").view(tgt_out.shape)
+
+
+def loss_over_all_positions(logits, tgt_out, pad_id):
+    return (per_token_losses(logits, tgt_out) * (tgt_out != pad_id)).sum() / tgt_out.numel()
+
+
+def loss_per_sequence(logits, tgt_out, pad_id):
+    real = tgt_out != pad_id
+    return ((per_token_losses(logits, tgt_out) * real).sum(1) / real.sum(1)).mean()
+
+
+def loss_pad_zero(logits, tgt_out, pad_id):
+    return good_loss(logits, tgt_out, 0)
+
+
 def greedy_without_stopping_rows(step, state, bos_id, eos_id, max_len):
     y = torch.full((len(state),), bos_id, dtype=torch.long)  # len(state) is the batch size
     out = []
@@ -123,7 +140,16 @@ def local_without_gaussian(scores, mask, p, window):
 
 
 CHECKS = [
-    (check_sequence_loss, good_loss, [(loss_counting_pads, "padding positions are counted")]),
+    (
+        check_sequence_loss,
+        good_loss,
+        [
+            (loss_counting_pads, "padding positions are counted"),
+            (loss_over_all_positions, "counted in the denominator"),
+            (loss_per_sequence, "per-sequence means"),
+            (loss_pad_zero, "hard-coded as 0"),
+        ],
+    ),
     (check_greedy_search, good_greedy, [(greedy_without_stopping_rows, "keep writing eos")]),
     (
         check_beam_step,

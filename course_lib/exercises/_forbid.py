@@ -65,10 +65,16 @@ AUTOGRAD = (
     Forbidden("torch.autograd.backward"),
     Forbidden("torch.Tensor.backward", label="Tensor.backward()"),
     Forbidden("torch.autograd.grad_mode.enable_grad.__enter__", label="torch.enable_grad()"),
-    Forbidden("torch.autograd.grad_mode.set_grad_enabled.__init__",
-              label="torch.set_grad_enabled(True)", when=lambda args: bool(args.get("mode")),
-              outside_torch=True),
+    Forbidden(
+        "torch.autograd.grad_mode.set_grad_enabled.__init__",
+        label="torch.set_grad_enabled(True)",
+        when=lambda args: bool(args.get("mode")),
+        outside_torch=True,
+    ),
     Forbidden("torch._C._set_grad_enabled", label="torch._C._set_grad_enabled", outside_torch=True),
+    Forbidden("torch.func.grad"),
+    Forbidden("torch.func.vjp"),
+    Forbidden("torch.func.jacrev"),
 )
 
 
@@ -87,7 +93,10 @@ def resolve(target: str) -> Any:
 
 
 def _codes(obj: Any) -> list:
-    """The code objects that run when ``obj`` (a function, maybe wrapped) is called."""
+    """The code object that runs ``obj``'s own body (a function, maybe wrapped): the innermost
+    one. A decorator's wrapper is left out: its code is shared by every function it decorates
+    (torch.no_grad's wrapper runs for GPT.generate and decoding.decode alike), so watching it
+    would refuse, and name, the wrong function."""
     if isinstance(obj, type):
         if not hasattr(obj, "forward"):
             raise ValueError(f"{obj.__name__} has no forward: name the method to forbid")
@@ -98,21 +107,27 @@ def _codes(obj: Any) -> list:
         if hasattr(fn, "__code__"):
             codes.append(fn.__code__)
         obj = getattr(fn, "__wrapped__", None)
-    return codes
+    return codes[-1:]
 
 
 @dataclass
 class _Watch:
-    codes: dict = field(default_factory=dict)     # code object -> Forbidden
+    codes: dict = field(default_factory=dict)  # code object -> Forbidden
     builtins: dict = field(default_factory=dict)  # id(C function) -> (Forbidden, the function)
-    seen: list = field(default_factory=list)      # the Forbidden entries that were called
+    seen: list = field(default_factory=list)  # the Forbidden entries that were called
 
     def hook(self, frame, event, arg):
         if event == "call":
             spec = self.codes.get(frame.f_code)
-            if (spec is not None and _applies(spec, frame)
-                    and not (spec.outside_torch and frame.f_back is not None
-                             and _in_torch(frame.f_back.f_code.co_filename))):
+            if (
+                spec is not None
+                and _applies(spec, frame)
+                and not (
+                    spec.outside_torch
+                    and frame.f_back is not None
+                    and _in_torch(frame.f_back.f_code.co_filename)
+                )
+            ):
                 self._refuse(spec)
         elif event == "c_call":
             entry = self.builtins.get(id(arg))

@@ -226,6 +226,8 @@ check_attention_grad_q = Check(
                 "moves every weight, so subtract the p-weighted mean of dL/dp in each row."),
         Mistake("the softmax was skipped in the chain rule: dL/ds is not dL/dp, it passes through "
                 "the Jacobian diag(p) - p p^T."),
+        Mistake("the last step drops the 1/sqrt(d_k): the softmax takes the scaled scores, and "
+                "ds/dq = k / sqrt(d_k) brings the factor once more."),
     ],
     hints=["Go backwards through out = p v, p = softmax(s), s = q k^T / sqrt(d_k): first dL/dp, "
            "then dL/ds, then dL/dq.",

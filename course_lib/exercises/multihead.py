@@ -79,6 +79,10 @@ check_multihead_forward = Check(
         Mistake("the weights have no head dim: return them per head, (B, h, T, T), not averaged."),
         Mistake("the scores are divided by sqrt(d_model); each head divides by sqrt(d_k)."),
         Mistake("the output projection is missing: merge the heads, then apply mha.out_proj."),
+        Mistake("the mask is inverted: in course_lib (as in F.scaled_dot_product_attention) True "
+                "means 'may attend'; nn.MultiheadAttention's attn_mask uses True for 'blocked'."),
+        Mistake("the heads are split by a plain reshape to (B, h, T, d_k), which mixes positions "
+                "and heads: view as (B, T, h, d_k), then swap T and h (split_heads)."),
     ],
     hints=["in_proj_weight stacks W_q, W_k and W_v as three row blocks (and in_proj_bias their "
            "biases); project x with each.",

@@ -20,6 +20,12 @@ check_sequence_loss = Check(
         Mistake("the sum and the count do not match: the sum runs over every position but the "
                 "count over the real ones; average over the non-pad positions only."),
         Mistake("this is the sum over the positions; take the mean over the non-pad positions."),
+        Mistake("the padding is left out of the sum but counted in the denominator: divide by the "
+                "number of real positions, not by B * T."),
+        Mistake("this is the mean of the per-sequence means: a short target then weighs as much as "
+                "a long one; average over all real positions of the batch at once."),
+        Mistake("the pad id is hard-coded as 0: compare the targets with `pad_id`, which the last "
+                "case sets to 6 (there, 0 is a real token)."),
     ],
     hints=["Score every position with the cross-entropy, then average only over the positions "
            "whose target is a real token.",

@@ -49,12 +49,24 @@ def _by_library(model, prompt, num_tokens):
     return torch.cat([prompt, tokens], dim=1)
 
 
+def _attention_decides(model, g, std=0.5):
+    """Redraw the weight matrices N(0, std^2). At GPT-2's initialisation (std 0.02) the attention
+    barely moves the logits, and a generator without attention wrote the same greedy tokens;
+    at 0.5 a missing, shared or never-growing cache changes them (tests/test_assignments.py)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=g)
+    return model
+
+
 def _gpt_cases(g):
     config = load("gpt.GPTConfig")
     small = build("gpt.GPT", config(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=16)).eval()
     one = build(
         "gpt.GPT", config(vocab_size=7, block_size=12, n_layer=1, n_head=1, n_embd=8, bias=True)
     ).eval()
+    small, one = _attention_decides(small, g), _attention_decides(one, g)
     return [
         Case(
             "2 blocks, a batch of 3 prompts of 4, 6 new tokens",

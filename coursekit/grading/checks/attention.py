@@ -252,7 +252,7 @@ register(
 # --------------------------------------------------------------------------------------
 # The gradient that reaches the queries, by hand
 # --------------------------------------------------------------------------------------
-def _grad_q(q, k, v, grad_out, scale="sqrt", jacobian="full"):
+def _grad_q(q, k, v, grad_out, scale="sqrt", jacobian="full", last_scale=True):
     """dL/dq for L = sum(grad_out * out), out = softmax(q k^T / c) v, with the mistakes as switches.
 
     dL/dp = grad_out v^T,  dL/ds = p * (dL/dp - sum_j p_j dL/dp_j),  dL/dq = (dL/ds) k / c
@@ -266,7 +266,7 @@ def _grad_q(q, k, v, grad_out, scale="sqrt", jacobian="full"):
         ds = p * dp
     else:
         ds = dp
-    return ds @ k / c  # (..., T_q, d_k)
+    return ds @ k / (c if last_scale else 1.0)  # (..., T_q, d_k)
 
 
 def _autograd_grad_q(q, k, v, grad_out):
@@ -318,6 +318,7 @@ register(
             lambda q, k, v, g: _grad_q(q, k, v, g, scale="d_k"),
             lambda q, k, v, g: _grad_q(q, k, v, g, jacobian="diagonal"),
             lambda q, k, v, g: _grad_q(q, k, v, g, jacobian="none"),
+            lambda q, k, v, g: _grad_q(q, k, v, g, last_scale=False),
         ],
         shortcuts=[_autograd_grad_q, _backward_grad_q],
     ),

@@ -84,11 +84,17 @@ register(
 # --------------------------------------------------------------------------------------
 # Multi-head attention forward pass
 # --------------------------------------------------------------------------------------
-def _mha(x, mha, mask=None, scale="d_k", out_proj=True, average=False):
+def _mha(x, mha, mask=None, scale="d_k", out_proj=True, average=False, invert=False, split="heads"):
     """Multi-head self-attention from mha's weights; the keywords are the typical mistakes."""
     merge = load("multihead.merge_heads")
     with torch.no_grad():
         q, k, v = mha.project(x, x, x)  # each (B, h, T, d_k)
+        if split == "reshape":  # (B, T, d) read as (B, h, T, d_k): positions and heads mixed
+            B, T, _ = x.shape
+            qkv = torch.nn.functional.linear(x, mha.in_proj_weight, mha.in_proj_bias).chunk(3, dim=-1)
+            q, k, v = (t.reshape(B, mha.num_heads, T, mha.d_k) for t in qkv)
+        if invert and mask is not None:
+            mask = ~mask
         if scale == "d_model":
             q = q * math.sqrt(mha.d_k) / math.sqrt(mha.d_model)
         heads, weights = _sdpa(q, k, v, mask)
@@ -125,6 +131,8 @@ register(
             lambda x, mha, mask=None: _mha(x, mha, mask, average=True),
             lambda x, mha, mask=None: _mha(x, mha, mask, scale="d_model"),
             lambda x, mha, mask=None: _mha(x, mha, mask, out_proj=False),
+            lambda x, mha, mask=None: _mha(x, mha, mask, invert=True),
+            lambda x, mha, mask=None: _mha(x, mha, mask, split="reshape"),
         ],
         shortcuts=[lambda x, mha, mask=None: tuple(mha(x, x, x, mask=mask))],
     ),

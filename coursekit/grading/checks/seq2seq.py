@@ -25,6 +25,7 @@ def _loss_cases(g):
     padded[2, 1:] = 0
     other_pad = torch.randint(0, 6, (2, 6), generator=g)
     other_pad[1, 2:] = 6
+    other_pad[0, 1] = 0  # a real token 0: a pad id hard-coded as 0 would drop it
     return [
         Case(
             "three targets of different lengths, right-padded with 0", randn(g, 3, 5, 7, scale=2.0), padded, 0
@@ -47,6 +48,11 @@ register(
             lambda lg, t, pad: _per_token(lg, t).mean(),
             lambda lg, t, pad: _per_token(lg, t).sum() / (t != pad).sum(),
             lambda lg, t, pad: (_per_token(lg, t) * (t != pad).flatten()).sum(),
+            lambda lg, t, pad: (_per_token(lg, t) * (t != pad).flatten()).sum() / t.numel(),
+            lambda lg, t, pad: (
+                (_per_token(lg, t).view(t.shape) * (t != pad)).sum(1) / (t != pad).sum(1)
+            ).mean(),
+            lambda lg, t, pad: (_per_token(lg, t) * (t != 0).flatten()).sum() / (t != 0).sum(),
         ],
         shortcuts=[
             lambda logits, tgt, pad: F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=pad),
