@@ -14,6 +14,7 @@ of 64: 806,716 parameters against the GPT's 809,088 at context 64 (833,664 at co
 position table is four times longer). One torch thread.
 """
 
+import dataclasses
 import itertools
 import re
 import time
@@ -76,14 +77,14 @@ def capstone_run(point, seed, config):
     corpus = data.char_corpus()
     torch.manual_seed(seed)
     model = build("gpt", len(corpus.vocab), tie_weights=point["tie_weights"])
-    recipe = dict(recipes.GPT_RECIPE, lr=point["lr"])
+    recipe = dataclasses.replace(recipes.GPT_RECIPE, lr=point["lr"])
     history = recipes.train_lm(
         model,
         corpus,
         point["steps"],
-        **recipe,
+        recipe,
         seed=seed,
-        eval_seq_len=config["eval_seq_len"],
+        eval_fn=lambda m: train.lm_heldout_loss(m, corpus.val, seq_len=config["eval_seq_len"]),
         progress=False,
     )
     test = train.lm_heldout_loss(model, corpus.test, seq_len=config["eval_seq_len"])
@@ -207,7 +208,7 @@ def race_run(point, seed, config):
             results[f"test_pos{lo}_{step}"] = train.bits_per_char(test[lo:hi].mean().item())
         return results[f"val_bpc_{step}"]
 
-    recipe = dict(
+    recipe = dataclasses.replace(
         recipes.GPT_RECIPE,
         batch_size=config["tokens_per_step"] // context,
         seq_len=context,
@@ -219,7 +220,7 @@ def race_run(point, seed, config):
         model,
         corpus,
         config["steps"],
-        **recipe,
+        recipe,
         seed=seed,
         eval_every=EVAL_EVERY,
         eval_fn=evaluate_at,

@@ -6,6 +6,8 @@ with 15 % of their positions masked. The two count baselines need no seeds: they
 the chapter, and recorded here beside the model for the README table.
 """
 
+import dataclasses
+
 import torch
 from common import SweepSpec, record
 
@@ -26,8 +28,7 @@ def mlm_run(point, seed, config):
         model,
         corpus,
         point["steps"],
-        batch_size=config["batch_size"],
-        lr=config["lr"],
+        dataclasses.replace(recipes.GPT_RECIPE, batch_size=config["batch_size"], lr=config["lr"]),
         rate=point["rate"],
         seed=seed,
         progress=False,

@@ -19,6 +19,8 @@ character (bpe.bits_per_char) on the validation and the test split, read in wind
 tokens.
 """
 
+import dataclasses
+
 import torch
 from common import SweepSpec
 
@@ -57,12 +59,12 @@ def tokens_run(point, seed, config):
     context = config["context"]
     torch.manual_seed(seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, block_size=context))
-    recipe = dict(recipes.GPT_RECIPE, lr=point["lr"], seq_len=context)
+    recipe = dataclasses.replace(recipes.GPT_RECIPE, lr=point["lr"], seq_len=context)
     history = recipes.train_lm(
         model,
         corpus,
         point["steps"],
-        **recipe,
+        recipe,
         seed=seed,
         progress=False,
         eval_fn=lambda m: bpe.bits_per_char(m, corpus.val, chars, context),
@@ -72,7 +74,7 @@ def tokens_run(point, seed, config):
         "val_bpc": history.evals[-1][1],
         "test_bpc": bpe.bits_per_char(model, corpus.test, chars, context),
         "chars_per_token": train_chars / len(corpus.train),
-        "epochs": point["steps"] * recipe["batch_size"] * context / len(corpus.train),
+        "epochs": point["steps"] * recipe.batch_size * context / len(corpus.train),
         "params": train.count_parameters(model),
         "train_seconds": history.seconds,
     }

@@ -5,7 +5,8 @@ batches, the optimiser, the learning-rate schedule, the clipping, the seeds. Wri
 here means a chapter and its benchmark train the same way.
 
     train_lm           next-character language models (the RNNs of chapter 2, the GPT of chapter 10),
-                       on random windows or, stateful, on consecutive windows of parallel streams
+                       with an LMRecipe (GPT_RECIPE: nanoGPT's), on random windows or, stateful,
+                       on consecutive windows of parallel streams
     train_char_lm      chapter 2's recipe: a CharLM built and trained with train_lm
     train_seq2seq      recurrent encoder-decoders (chapters 3 and 4)
     train_transformer  the encoder-decoder Transformer (chapter 9)
@@ -19,6 +20,7 @@ seeds the order of the batches.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +33,9 @@ from .rnn import set_update_bias
 from .seq2seq import seq2seq_loss
 from .train import fit, lm_heldout_loss, seed_everything
 
-__all__ = ["lm_loss", "warmup_cosine", "stream_batches", "train_lm", "CHAR_LM_RECIPE", "train_char_lm",
-           "train_seq2seq", "transformer_loss", "train_transformer", "GPT_RECIPE"]
+__all__ = ["lm_loss", "warmup_cosine", "stream_batches", "LMRecipe", "train_lm", "GPT_RECIPE",
+           "CHAR_LM_RECIPE", "train_char_lm", "train_seq2seq", "transformer_loss", "train_transformer",
+           "train_mlm"]
 
 
 # ---------------------------------------------------------------------------
@@ -76,44 +79,76 @@ def stream_batches(ids, batch_size, seq_len):
     return batch
 
 
-def train_lm(model, corpus, steps, batch_size=32, seq_len=64, lr=1e-2, optimizer="adam",
-             weight_decay=0.0, betas=(0.9, 0.999), warmup=0, schedule="constant", min_lr=0.0,
-             clip=1.0, seed=0, eval_every=0, eval_chars=None, eval_seq_len=256, eval_fn=None,
-             stateful=False, progress=True, desc=None):
-    """Train a next-character model on random windows of corpus.train (`data.lm_batch`), or,
-    with stateful=True, on consecutive windows of parallel streams (`stream_batches`) with the
-    recurrent state carried from one batch to the next and the gradient cut at the window's
-    start (truncated backpropagation through time, as char-rnn trains; the model must accept
-    model(x, state, return_state=True), as CharLM does).
+@dataclass(frozen=True)
+class LMRecipe:
+    """How `train_lm` trains a language model: the batches, the optimiser, the schedule.
 
-    optimizer "adam", or "adamw" (decoupled weight decay on the weight matrices only, as
-    nanoGPT); schedule "constant", or "cosine" (`warmup_cosine` down to min_lr). Every
-    `eval_every` steps and at the end, history.evals records the held-out loss (nats per
-    character) on the first `eval_chars` characters of corpus.val (all if None), read in
-    windows of eval_seq_len characters (`train.lm_heldout_loss`); or whatever `eval_fn(model)`
-    returns, if given (e.g. the loss on several held-out pieces).
+    batch_size windows of seq_len characters (or tokens) a step; optimizer "adam", or "adamw"
+    (decoupled weight decay on the weight matrices only, as nanoGPT); schedule "constant", or
+    "cosine" (`warmup_cosine`: `warmup` steps up to lr, then down to min_lr); gradients clipped
+    to norm `clip`. The defaults are chapter 2's: Adam at 0.01, constant. Change one field with
+    `dataclasses.replace(GPT_RECIPE, lr=4e-3)`.
     """
-    check_int("steps", steps)
-    check_choice("optimizer", optimizer, ("adam", "adamw"))
-    check_choice("schedule", schedule, ("constant", "cosine"))
-    g = torch.Generator().manual_seed(seed)
-    val = corpus.val if eval_chars is None else corpus.val[:eval_chars]
-    if optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas)
+
+    batch_size: int = 32
+    seq_len: int = 64
+    lr: float = 1e-2
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    schedule: str = "constant"
+    warmup: int = 0
+    min_lr: float = 0.0
+    clip: float = 1.0
+
+    def __post_init__(self):
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_int("seq_len", self.seq_len, minimum=1)
+        check_choice("optimizer", self.optimizer, ("adam", "adamw"))
+        check_choice("schedule", self.schedule, ("constant", "cosine"))
+
+
+def _optimizer(model, recipe, steps):
+    """The optimiser and learning-rate scheduler (None when constant) of an LMRecipe."""
+    if not isinstance(recipe, LMRecipe):
+        raise TypeError(f"recipe must be an LMRecipe, got {type(recipe).__name__} "
+                        f"(e.g. dataclasses.replace(recipes.GPT_RECIPE, lr=...))")
+    r = recipe
+    if r.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=r.lr, betas=r.betas)
     else:
         matrices = [p for p in model.parameters() if p.dim() >= 2]
         others = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
-                                 {"params": others, "weight_decay": 0.0}], lr=lr, betas=betas)
+        opt = torch.optim.AdamW([{"params": matrices, "weight_decay": r.weight_decay},
+                                 {"params": others, "weight_decay": 0.0}], lr=r.lr, betas=r.betas)
     scheduler = None
-    if schedule == "cosine":
+    if r.schedule == "cosine":
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda step: warmup_cosine(step, steps, warmup, min_lr / lr))
-    loss_fn, batches = lm_loss, lambda step: data.lm_batch(corpus.train, batch_size, seq_len, g)
+            opt, lambda step: warmup_cosine(step, steps, r.warmup, r.min_lr / r.lr))
+    return opt, scheduler
+
+
+def train_lm(model, corpus, steps, recipe=LMRecipe(), *, seed=0, eval_fn=None, eval_every=0,
+             stateful=False, progress=True, desc=None):
+    """Train a next-character model with `recipe` (an LMRecipe) on random windows of
+    corpus.train (`data.lm_batch`), or, with stateful=True, on consecutive windows of parallel
+    streams (`stream_batches`) with the recurrent state carried from one batch to the next and
+    the gradient cut at the window's start (truncated backpropagation through time, as char-rnn
+    trains; the model must accept model(x, state, return_state=True), as CharLM does).
+
+    Every `eval_every` steps and at the end, history.evals records eval_fn(model): by default
+    the held-out loss (nats per character) of corpus.val read in windows of 256 characters
+    (`train.lm_heldout_loss`).
+    """
+    check_int("steps", steps)
+    r = recipe
+    g = torch.Generator().manual_seed(seed)
+    opt, scheduler = _optimizer(model, r, steps)
+    loss_fn, batches = lm_loss, lambda step: data.lm_batch(corpus.train, r.batch_size, r.seq_len, g)
     if stateful:
-        loss_fn, batches = _carried_state_loss(), stream_batches(corpus.train, batch_size, seq_len)
-    return fit(model, loss_fn, batches, steps=steps, optimizer=opt, scheduler=scheduler, clip=clip,
-               eval_fn=eval_fn or (lambda m: lm_heldout_loss(m, val, seq_len=eval_seq_len)),
+        loss_fn, batches = _carried_state_loss(), stream_batches(corpus.train, r.batch_size, r.seq_len)
+    return fit(model, loss_fn, batches, steps=steps, optimizer=opt, scheduler=scheduler, clip=r.clip,
+               eval_fn=eval_fn or (lambda m: lm_heldout_loss(m, corpus.val, seq_len=256)),
                eval_every=eval_every, progress=progress, desc=desc)
 
 
@@ -150,8 +185,8 @@ constant learning rate, its first 300 steps are the 300-step run, evaluated ther
 
 
 def train_char_lm(cell, corpus, steps, batch_size=32, seq_len=64, lr=1e-2, hidden_size=128,
-                  embed_size=32, forget_bias=None, seed=0, eval_every=0, eval_chars=None,
-                  eval_fn=None, stateful=False, progress=True, update_bias=None):
+                  embed_size=32, forget_bias=None, update_bias=None, seed=0, eval_fn=None,
+                  eval_every=0, stateful=False, progress=True):
     """Chapter 2's recipe: a `CharLM` (seeded with `seed`) trained by `train_lm` with Adam,
     a constant learning rate and gradients clipped to norm 1. The memory gate's initial bias:
     forget_bias for an LSTM (`rnn.set_forget_bias`), update_bias for a GRU
@@ -160,14 +195,14 @@ def train_char_lm(cell, corpus, steps, batch_size=32, seq_len=64, lr=1e-2, hidde
     model = CharLM(len(corpus.vocab), cell, embed_size, hidden_size, forget_bias=forget_bias)
     if update_bias is not None:
         set_update_bias(model.rnn, update_bias)  # raises TypeError unless cell is "gru"
-    history = train_lm(model, corpus, steps, batch_size, seq_len, lr, seed=seed,
-                       eval_every=eval_every, eval_chars=eval_chars, eval_fn=eval_fn,
+    recipe = LMRecipe(batch_size=batch_size, seq_len=seq_len, lr=lr)
+    history = train_lm(model, corpus, steps, recipe, seed=seed, eval_fn=eval_fn, eval_every=eval_every,
                        stateful=stateful, progress=progress, desc=cell.upper())
     return model, history
 
 
-GPT_RECIPE = dict(batch_size=12, seq_len=64, lr=1e-3, optimizer="adamw", weight_decay=0.1,
-                  betas=(0.9, 0.99), warmup=100, schedule="cosine", min_lr=1e-4, clip=1.0)
+GPT_RECIPE = LMRecipe(batch_size=12, seq_len=64, lr=1e-3, optimizer="adamw", weight_decay=0.1,
+                      betas=(0.9, 0.99), schedule="cosine", warmup=100, min_lr=1e-4, clip=1.0)
 """nanoGPT's CPU recipe ("baby GPT": AdamW, warm-up then cosine decay), for `train_lm`."""
 
 
@@ -241,23 +276,18 @@ def inverse_sqrt_warmup(optimizer, warmup):
         optimizer, lambda i: min((i + 1) / warmup, (warmup / (i + 1)) ** 0.5))
 
 
-def train_mlm(model, corpus, steps, batch_size=12, seq_len=64, lr=1e-3, weight_decay=0.1,
-              betas=(0.9, 0.99), warmup=100, min_lr=1e-4, clip=1.0, rate=0.15, seed=0, eval_fn=None,
-              eval_every=0, progress=True, desc="MLM"):
+def train_mlm(model, corpus, steps, recipe=GPT_RECIPE, *, rate=0.15, seed=0, eval_fn=None, eval_every=0,
+              progress=True, desc="MLM"):
     """Train a MaskedLM BERT's way on random windows of corpus.train: every batch corrupted by
-    `mask_tokens` (a new draw each step), `mlm_loss`, AdamW with weight decay on the weight
-    matrices only, a warm-up and a cosine decay to min_lr (`recipes.warmup_cosine`)."""
+    `mask_tokens` (a new draw each step, a share `rate` of the positions), `mlm_loss`, with
+    `recipe` (default GPT_RECIPE: AdamW with weight decay on the weight matrices only, a
+    warm-up and a cosine decay to min_lr)."""
     check_int("steps", steps)
     g = torch.Generator().manual_seed(seed)
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    others = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
-                                   {"params": others, "weight_decay": 0.0}], lr=lr, betas=betas)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_cosine(step, steps, warmup, min_lr / lr))
+    optimizer, scheduler = _optimizer(model, recipe, steps)
 
     def batch(step):
-        x, _ = data.lm_batch(corpus.train, batch_size, seq_len, g)    # (B, T); the targets unused
+        x, _ = data.lm_batch(corpus.train, recipe.batch_size, recipe.seq_len, g)   # (B, T); no targets
         return mask_tokens(x, model.mask_id, rate, g)
     return fit(model, mlm_loss, batch, steps=steps, optimizer=optimizer, scheduler=scheduler,
-               clip=clip, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
+               clip=recipe.clip, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)

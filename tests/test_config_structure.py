@@ -96,6 +96,7 @@ def _trace_gpt_training_step():
     """One step of chapter 10's GPT training call on a tiny GPT: for every call of the attention
     (CausalSelfAttention.forward), the course_lib functions on the stack; and every course_lib
     function called, with its count."""
+    import dataclasses
     import sys
 
     import torch
@@ -125,8 +126,8 @@ def _trace_gpt_training_step():
 
     sys.setprofile(profile)
     try:
-        recipe = dict(recipes.GPT_RECIPE, batch_size=2, seq_len=16)
-        recipes.train_lm(model, corpus, 1, **recipe, progress=False, eval_fn=lambda m: 0.0)
+        recipe = dataclasses.replace(recipes.GPT_RECIPE, batch_size=2, seq_len=16)
+        recipes.train_lm(model, corpus, 1, recipe, progress=False, eval_fn=lambda m: 0.0)
     finally:
         sys.setprofile(None)
     return stacks, calls

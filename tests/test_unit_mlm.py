@@ -1,6 +1,7 @@
 """Unit tests of course_lib.mlm: BERT's corruption, a bidirectional model, the loss at the chosen
 positions only, the count baseline, and train_mlm learning a text it can fill in."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -103,10 +104,7 @@ def test_train_mlm_learns_to_fill_in_a_periodic_text():
         model,
         corpus,
         150,
-        batch_size=16,
-        seq_len=16,
-        lr=3e-3,
-        warmup=10,
+        dataclasses.replace(recipes.GPT_RECIPE, batch_size=16, seq_len=16, lr=3e-3, warmup=10),
         eval_fn=lambda m: mlm.masked_accuracy(m, inputs, targets),
         progress=False,
     )

@@ -1,6 +1,7 @@
 """course_lib.recipes: each recipe trains its model family on a tiny task, deterministically
 for a seed, with the schedule it documents."""
 
+import dataclasses
 import math
 
 import pytest
@@ -10,7 +11,7 @@ from course_lib import data, recipes
 from course_lib import seq2seq as S
 from course_lib.charlm import CharLM
 from course_lib.gpt import GPT, GPTConfig
-from course_lib.train import seed_everything
+from course_lib.train import lm_heldout_loss, seed_everything
 from course_lib.transformer import Transformer, greedy_decode
 
 
@@ -71,12 +72,16 @@ def test_train_char_lm_sets_the_memory_gate_bias(corpus, one_thread):
 def test_train_lm_with_the_gpt_recipe(corpus, one_thread):
     seed_everything(0)
     gpt = GPT(GPTConfig(vocab_size=len(corpus.vocab), block_size=32, n_layer=1, n_head=4, n_embd=32))
-    options = dict(recipes.GPT_RECIPE, seq_len=32, warmup=10)
-    history = recipes.train_lm(gpt, corpus, steps=120, eval_seq_len=32, progress=False, **options)
+    recipe = dataclasses.replace(recipes.GPT_RECIPE, seq_len=32, warmup=10)
+    history = recipes.train_lm(
+        gpt, corpus, 120, recipe, progress=False, eval_fn=lambda m: lm_heldout_loss(m, corpus.val, seq_len=32)
+    )
     nats = history.evals[-1][1]
     assert nats < 0.6 * math.log(len(corpus.vocab)), nats
     with pytest.raises(ValueError, match="optimizer must be one of"):
-        recipes.train_lm(gpt, corpus, steps=1, optimizer="sgd")
+        recipes.LMRecipe(optimizer="sgd")
+    with pytest.raises(TypeError, match="recipe must be an LMRecipe"):
+        recipes.train_lm(gpt, corpus, 1, dict(lr=1e-3))
 
 
 def test_train_seq2seq_learns_to_copy(one_thread):
@@ -145,6 +150,7 @@ def test_stateful_training_carries_the_state(one_thread):
             return self.lm(x, hx, return_state)
 
     seed_everything(0)
-    recipes.train_lm(Spy(), corpus, steps=3, batch_size=4, seq_len=8, stateful=True, progress=False)
+    recipe = recipes.LMRecipe(batch_size=4, seq_len=8)
+    recipes.train_lm(Spy(), corpus, 3, recipe, stateful=True, progress=False)
     assert seen[0] is None and seen[1] is not None and not seen[1].requires_grad
     assert seen[1].shape == (1, 4, 8)
