@@ -3,7 +3,7 @@ and a round trip through REAL nbgrader (generate_assignment, autograde).
 
 generate_assignment runs on two whole chapters, read from book/ (chapters 05 and 06 carry their
 labels, metadata and a predict-then-measure exercise); autograde on the exercises-only
-assignment of 05. Set ROUND_TRIP_FROM_BOOK = False to run it on
+assignments of 05 and 11. Set ROUND_TRIP_FROM_BOOK = False to run it on
 copies labelled here instead (with the toy predict-then-measure exercise appended to 05).
 """
 
@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "book").glob("[0-9][0-9]_*.ipynb"))
 ROUND_TRIP_FROM_BOOK = True
 ROUND_TRIP_CHAPTERS = ["05", "06"]
+ROUND_TRIP_EXERCISES = ["05", "11"]  # autograded: chapter 5 and the tokens chapter (issue 25)
 
 
 def meta(grade_id, solution=False, grade=False, locked=False, points=None):
@@ -368,13 +369,13 @@ def test_generate_assignment_gives_our_student_edition_of_whole_chapters(book_ro
 
 @pytest.mark.slow
 def test_round_trip_through_nbgrader(book_root, tmp_path):
-    """Seconds to minutes: the exercises-only assignment of one chapter (its exercises and the
-    set-up they need), submitted three times (the solutions, untouched, a typical mistake) and
+    """Seconds to minutes: the exercises-only assignments of chapters 5 and 11 (their exercises
+    and the set-up they need), submitted three times (the solutions, untouched, a typical mistake) and
     autograded. (Autograding the whole chapters passed the same asserts until it was cut for
     time: it executed chapters 05 and 06 three more times per `make test`.)"""
     pytest.importorskip("nbgrader")
     course = tmp_path / "course"
-    sources = write_course(book_root, course, ROUND_TRIP_CHAPTERS[:1], exercises_only_=True)
+    sources = write_course(book_root, course, ROUND_TRIP_EXERCISES, exercises_only_=True)
     for source in sources:
         assignment = source.parent.name
         nbgrader_command(course, "generate_assignment", assignment)
