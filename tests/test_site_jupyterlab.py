@@ -10,6 +10,9 @@ code cells cut down to the d_k explorer's cell so that the run stays short. Afte
 * a mouse click moves it too, and the toggle answers the space bar;
 * after each move, the kernel reads the new value of the trait (``explorer.d_k``).
 
+Chapter 11's learner edition is run whole the same way (issue 25): every cell runs without a
+traceback, no MyST is left, and its tokens explorer's slider reaches the kernel.
+
 Debian's Chromium as in the site tests (site_browser.py); no request leaves localhost.
 """
 
@@ -83,26 +86,31 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def learner_chapter(dest: Path) -> int:
-    """Write the learner edition of CHAPTER to dest, code cells cut down to the explorer's
-    (every Markdown cell kept); return its number of Markdown cells."""
+def learner_chapter(
+    dest: Path, chapter: str = CHAPTER, keep=lambda cell: EXPLORER_CELL in cell.source
+) -> int:
+    """Write the learner edition of `chapter` to dest, its code cells cut down to those `keep`
+    selects (every Markdown cell kept; default: chapter 5's explorer cell); return its number of
+    Markdown cells."""
     from coursekit.release.learner import learner_notebook
 
-    nb = nbformat.read(ROOT / CHAPTER, as_version=4)
-    learner_notebook(nb, CHAPTER)
-    nb.cells = [c for c in nb.cells if c.cell_type == "markdown" or EXPLORER_CELL in c.source]
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 1, f"{CHAPTER} should have one cell making the explorer ({EXPLORER_CELL})"
-    code[0].outputs, code[0].execution_count = [], None
+    nb = nbformat.read(ROOT / chapter, as_version=4)
+    learner_notebook(nb, chapter)
+    nb.cells = [c for c in nb.cells if c.cell_type == "markdown" or keep(c)]
+    if chapter == CHAPTER:
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert len(code) == 1, f"{CHAPTER} should have one cell making the explorer ({EXPLORER_CELL})"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     nb.metadata.pop("widgets", None)
     nbformat.write(nb, dest)
     return sum(c.cell_type == "markdown" for c in nb.cells)
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """`jupyter lab` on a temporary root holding the chapter: (base URL, token, notebook name,
-    Markdown cells)."""
+def run_lab(tmp_path_factory, write_chapter):
+    """`jupyter lab` on a temporary root holding the chapter that write_chapter(path) writes:
+    yields (base URL, token, notebook name, Markdown cells)."""
     reason = _missing()
     if reason:
         if os.environ.get("CI") == "true":
@@ -110,7 +118,7 @@ def lab(tmp_path_factory):
         pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("lab")
     (tmp / "root").mkdir()
-    markdown_cells = learner_chapter(tmp / "root" / "chapter.ipynb")
+    markdown_cells = write_chapter(tmp / "root" / "chapter.ipynb")
     port, token = _free_port(), "course-lab-test"
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -149,13 +157,19 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """Chapter 5's learner edition, cut down to its explorer's cell, in `jupyter lab`."""
+    yield from run_lab(tmp_path_factory, learner_chapter)
+
+
+@pytest.fixture(scope="module")
 def lab_browser(lab):
     yield from launch_browser()
 
 
-@pytest.fixture(scope="module")
-def notebook(lab, lab_browser):
-    """The chapter open in JupyterLab, every cell run: the Playwright page."""
+def open_and_run(lab, lab_browser, ready, timeout=90000):
+    """The lab's chapter open in JupyterLab, every cell run (`ready`: a selector that shows once
+    the cells ran): yields the Playwright page, with `page.external` the requests refused."""
     base, token, name, _ = lab
     context = lab_browser.new_context(viewport={"width": 1280, "height": 1000})
     external = []
@@ -174,12 +188,18 @@ def notebook(lab, lab_browser):
     page.wait_for_function(f"() => !!({APP} && {NOTEBOOK} && {NOTEBOOK}.sessionContext)", timeout=90000)
     page.wait_for_function(KERNEL_IDLE, timeout=90000)
     page.evaluate(f"{APP}.commands.execute('notebook:run-all-cells')")
-    page.wait_for_selector(SLIDER, timeout=90000)
-    page.wait_for_function(ALL_RUN, timeout=90000)
-    page.wait_for_function(KERNEL_IDLE, timeout=90000)
+    page.wait_for_selector(ready, timeout=timeout)
+    page.wait_for_function(ALL_RUN, timeout=timeout)
+    page.wait_for_function(KERNEL_IDLE, timeout=timeout)
     page.external = external
     yield page
     context.close()
+
+
+@pytest.fixture(scope="module")
+def notebook(lab, lab_browser):
+    """Chapter 5 open in JupyterLab, every cell run: the Playwright page."""
+    yield from open_and_run(lab, lab_browser, SLIDER)
 
 
 def kernel_value(page, expression, expected, timeout=15.0):
@@ -255,3 +275,47 @@ def test_the_space_bar_flips_the_toggle_and_the_trait(notebook):
 
 def test_no_request_left_localhost(notebook):
     assert notebook.external == [], f"requests outside localhost: {notebook.external[:5]}"
+
+
+# --------------------------------------------------------------------------------------
+# Chapter 11 whole (issue 25: the tokens chapter runs in JupyterLab from the learner edition)
+# --------------------------------------------------------------------------------------
+TOKENS_CHAPTER = "book/11_tokens.ipynb"
+TOKENS_SLIDER = "[data-explorer='tokens'] [data-control='merges'] input[type='range']"
+
+
+@pytest.fixture(scope="module")
+def tokens_lab(tmp_path_factory):
+    """Chapter 11's learner edition, every cell, in `jupyter lab`."""
+    yield from run_lab(
+        tmp_path_factory, lambda dest: learner_chapter(dest, TOKENS_CHAPTER, keep=lambda c: True)
+    )
+
+
+@pytest.fixture(scope="module")
+def tokens_notebook(tokens_lab, lab_browser):
+    """Chapter 11 open in JupyterLab, Run All done (it stops at the first error: every cell must
+    show an execution count)."""
+    yield from open_and_run(tokens_lab, lab_browser, TOKENS_SLIDER, timeout=300000)
+
+
+def test_chapter_11_runs_in_jupyterlab_from_the_learner_edition(tokens_notebook, tokens_lab):
+    cells = tokens_notebook.locator(".jp-CodeCell").count()
+    outputs = tokens_notebook.locator(".jp-OutputArea-output").all_inner_texts()
+    tracebacks = [text[:200] for text in outputs if "Traceback" in text]
+    print(f"chapter 11 in JupyterLab: {cells} code cells run, {len(outputs)} outputs, no traceback")
+    assert cells > 20 and tracebacks == [], tracebacks
+    texts = tokens_notebook.locator(".jp-MarkdownCell .jp-RenderedMarkdown").all_inner_texts()
+    raw = [m.group(0) for text in texts for m in RAW_MYST.finditer(text)]
+    assert raw == [], f"raw MyST in the rendered notebook: {raw[:10]}"
+
+
+def test_chapter_11_explorer_moves_the_kernel_trait(tokens_notebook):
+    slider = tokens_notebook.locator(TOKENS_SLIDER)
+    slider.focus()
+    tokens_notebook.keyboard.press("Home")
+    assert kernel_value(tokens_notebook, "tokens_explorer.merges", 0) == "0"
+    tokens_notebook.keyboard.press("ArrowRight")
+    moved = kernel_value(tokens_notebook, "tokens_explorer.merges > 0", True)
+    assert moved == "True", f"ArrowRight did not reach the kernel; the focus is on {focused(tokens_notebook)}"
+    assert tokens_notebook.external == [], f"requests outside localhost: {tokens_notebook.external[:5]}"
