@@ -6,6 +6,8 @@
     python benchmarks/sweep.py NAME --seeds 0 1 2 3 4   # other seeds
     python benchmarks/sweep.py NAME --jobs 2            # two runs side by side (one per core)
     python benchmarks/sweep.py --rebless [NAME ...]     # stale by code only: re-trace, compare the canary
+    python benchmarks/sweep.py --rebless NAME --against REF  # made on another CPU vendor: compare
+                                                        # the smoke runs of commit REF and of now, here
     python benchmarks/sweep.py --canary [NAME ...]      # re-run the smoke runs: same canary? (no writes)
     python benchmarks/sweep.py --verify NAME [--jobs 2] # re-run one seed per point, compare exactly
 
@@ -23,7 +25,10 @@ course_lib/ and benchmarks/ it executed, a hash of the data it read, and its can
 runs' losses and results). The sweep is stale when a recorded definition or the data changed
 (`--check` names them), or when its spec changed (config, points, metrics, margins, smoke,
 version). After a refactor, `--rebless` re-runs the smoke: an identical canary records the new
-hashes with a note of what changed (seconds); a different canary means: re-run the sweep.
+hashes with a note of what changed (seconds); a different canary means: re-run the sweep. A sweep
+made on another CPU vendor's kernels cannot have its canary re-run here: `--rebless NAME --against
+REF` compares instead the smoke runs of the code at commit REF (where the sweep is fresh) and of
+the code now, both here; identical, it records the new hashes and keeps the sweep's canary.
 """
 
 import argparse
@@ -36,6 +41,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -377,6 +383,97 @@ def rebless(name, spec, sweep_dir=SWEEP_DIR):
     return True, ", ".join(changed) or "nothing in the code"
 
 
+# The smoke canary of the sweep at another commit, run in a worktree of that commit (its own
+# sweep.py, this machine's kernels): printed as JSON, after checking that the sweep is fresh there.
+_CANARY_AT = """
+import json, sys
+sys.path[:0] = ["benchmarks"]
+import sweep
+import course_lib
+if not course_lib.__file__.startswith(str(sweep.ROOT)):
+    sys.exit(f"course_lib imported from {course_lib.__file__}, not from this worktree")
+spec = sweep.registered_sweeps()[sys.argv[1]]
+stale = sweep.problems(sys.argv[1], spec)
+if stale:
+    sys.exit("stale at this commit: " + "; ".join(stale))
+print(json.dumps({"kernels": sweep.the_kernels(), "canary": sweep.smoke_fresh(sys.argv[1], spec)["canary"]}))
+"""
+
+
+def canary_at(name, ref):
+    """{"kernels", "canary"}: the smoke runs of sweep `name` as the code of git commit `ref` runs them
+    on this machine (a temporary worktree; the sweep must be fresh at `ref`)."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), commit],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        try:
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            ran = subprocess.run(
+                [sys.executable, "-c", _CANARY_AT, name], cwd=tree, env=env, capture_output=True, text=True
+            )
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+    if ran.returncode != 0:
+        raise RuntimeError(f"{name} at {commit[:10]}: {ran.stderr.strip()[-2000:]}")
+    return {"commit": commit, **json.loads(ran.stdout.strip().splitlines()[-1])}
+
+
+def rebless_against(name, spec, ref, sweep_dir=SWEEP_DIR):
+    """Re-bless a sweep made on other kernels (another CPU vendor), whose canary this machine cannot
+    reproduce: instead of the recorded canary, compare the smoke runs of the code at git commit
+    `ref` (where the sweep is fresh) with those of the code now, both on this machine. Identical:
+    the refactor changed no number on these kernels; the new definitions are recorded, the sweep's
+    own canary kept, and the note names `ref` and the kernels compared on.
+
+    Returns (True, what changed) or (False, why not), like `rebless`."""
+    path = sweep_dir / f"{name}.json"
+    sweep = read_sweep(path)
+    other = [p for p in problems(name, spec, sweep_dir) if ": code it ran changed" not in p]
+    if other:
+        return False, "stale for another reason: " + "; ".join(other)
+    before = canary_at(name, ref)
+    if before["kernels"] != the_kernels():
+        return False, f"the run at {ref} used kernels {before['kernels']}, not {the_kernels()}"
+    record = smoke_fresh(name, spec)
+    if record["canary"] != before["canary"]:
+        diff = (
+            next(
+                f"{a['point']}: losses {a['losses'][:3]}... vs {b['losses'][:3]}..."
+                for a, b in zip(before["canary"], record["canary"])
+                if a != b
+            )
+            if len(before["canary"]) == len(record["canary"])
+            else "a different number of canary points"
+        )
+        return False, f"the code at {ref} and now give other numbers here: re-run the sweep ({diff})"
+    old = sweep.provenance
+    changed = provenance.changed(old["definitions"])
+    record["canary"] = old["canary"]  # the sweep's own kernels' canary, not this machine's
+    record["reblessed"] = old.get("reblessed", []) + [
+        {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": git_commit(),
+            "changed": changed,
+            "canary": f"kept (recorded on {sweep.kernels.get('cpu')}); compared instead: the smoke runs "
+            f"of commit {before['commit'][:10]} and of this code, identical on {the_kernels()}",
+        }
+    ]
+    write(dict(sweep.data, provenance=record), sweep_dir)
+    return True, ", ".join(changed) or "nothing in the code"
+
+
 def canary_problems(name, spec, sweep_dir=SWEEP_DIR):
     """Re-run the smoke runs of the committed sweep `name` and compare their canary with the
     recorded one, exactly (on the sweep's kernels). An empty list when identical."""
@@ -455,6 +552,9 @@ def main(argv=None):
     parser.add_argument(
         "--rebless", action="store_true", help="re-trace sweeps stale by code; keep equal canaries"
     )
+    parser.add_argument(
+        "--against", metavar="REF", help="with --rebless: compare with the code of commit REF on this machine"
+    )
     parser.add_argument("--verify", action="store_true", help="re-run one seed per point; compare exactly")
     parser.add_argument("--canary", action="store_true", help="re-run the smoke runs; compare the canary")
     args = parser.parse_args(argv)
@@ -481,7 +581,10 @@ def main(argv=None):
         names = args.names or [n for n, s in sweeps.items() if problems(n, s)]
         ok = True
         for name in names:
-            kept, why = rebless(name, sweeps[name])
+            if args.against:
+                kept, why = rebless_against(name, sweeps[name], args.against)
+            else:
+                kept, why = rebless(name, sweeps[name])
             ok &= kept
             print(f"{name}: {'re-blessed (' + why + ')' if kept else 'NOT re-blessed: ' + why}")
         return 0 if ok else 1

@@ -508,3 +508,52 @@ def test_sweeps_ship_in_the_wheel_and_load_from_it(tmp_path):
 def test_read_sweep_of_a_committed_file_equals_load_sweep():
     for name in committed_sweeps():
         assert read_sweep(ROOT / "course_lib" / "sweeps" / f"{name}.json").data == load_sweep(name).data
+
+
+# --- a sweep made on another CPU vendor's kernels: re-blessed against a commit ---------------
+
+AMD_MADE = "ln_init_gradients"  # made on an AMD EPYC; its smoke runs take seconds
+
+
+@pytest.fixture
+def amd_made(tmp_path):
+    shutil.copy(runner.SWEEP_DIR / f"{AMD_MADE}.json", tmp_path)
+    return runner.registered_sweeps()[AMD_MADE], tmp_path
+
+
+@pytest.mark.slow
+def test_rebless_against_a_commit_keeps_the_sweeps_own_canary(amd_made):
+    """The code of HEAD (a worktree) and of this checkout run the smoke runs on this machine's
+    kernels; identical, the file keeps the canary recorded on its own kernels and notes the
+    comparison."""
+    spec, out = amd_made
+    before = read_sweep(out / f"{AMD_MADE}.json").provenance
+    kept, why = runner.rebless_against(AMD_MADE, spec, "HEAD", out)
+    after = read_sweep(out / f"{AMD_MADE}.json").provenance
+    print(kept, why, after["reblessed"][-1]["canary"])
+    assert kept, why
+    assert after["canary"] == before["canary"]
+    assert (
+        f"compared instead: the smoke runs of commit {runner.git_commit()[:10]}"
+        in after["reblessed"][-1]["canary"]
+    )
+    assert runner.problems(AMD_MADE, spec, out) == []
+
+
+def test_rebless_against_a_commit_refuses_other_numbers(amd_made, monkeypatch):
+    """If the smoke runs of the commit and of this code differ here, the sweep is not re-blessed."""
+    spec, out = amd_made
+    now = runner.smoke(spec)["canary"]
+    then = json.loads(json.dumps(now))
+    then[0]["losses"][0] += 1e-7
+    monkeypatch.setattr(
+        runner,
+        "canary_at",
+        lambda name, ref: {"commit": "0" * 40, "kernels": runner.the_kernels(), "canary": then},
+    )
+    monkeypatch.setattr(runner, "smoke_fresh", lambda name, spec: {**runner.smoke(spec)})
+    text = (out / f"{AMD_MADE}.json").read_text()
+    kept, why = runner.rebless_against(AMD_MADE, spec, "HEAD", out)
+    print(why)
+    assert not kept and "give other numbers here" in why
+    assert (out / f"{AMD_MADE}.json").read_text() == text
