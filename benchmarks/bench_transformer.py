@@ -1,6 +1,7 @@
 """The Transformer: course_lib's model against torch.nn.Transformer, and the chapters' headline
 results (dates exact match)."""
 
+import dataclasses
 import statistics
 import time
 
@@ -12,7 +13,7 @@ from common import record
 from course_lib import data, recipes, train
 from course_lib.ablation import without_ffn
 from course_lib.attention import causal_mask
-from course_lib.transformer import Transformer, greedy_decode
+from course_lib.transformer import Transformer, TransformerConfig, greedy_decode
 
 
 class TorchTransformer(nn.Module):
@@ -58,8 +59,10 @@ def transformer_train_step_vs_torch(args):
     pairs = data.date_pairs(64, seed=0)
     sv, tv = data.Vocab.from_text([s for s, _ in pairs]), data.Vocab.from_text([t for _, t in pairs])
     batch = data.encode_pairs(pairs, sv, tv)
-    ours = Transformer(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0)
-    theirs = TorchTransformer(Transformer(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0))
+    ours = Transformer(TransformerConfig(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0))
+    theirs = TorchTransformer(
+        Transformer(TransformerConfig(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0))
+    )
     runners = {}
     for name, model in (("ours", ours), ("torch", theirs)):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -94,7 +97,7 @@ def transformer_dates_exact_match(args):
     test_pairs = [p for p in data.date_pairs(1100, seed=1) if p not in seen][:1000]
     sv = data.Vocab.from_text([s for s, _ in train_pairs])
     tv = data.Vocab.from_text([t for _, t in train_pairs])
-    model = Transformer(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0)
+    model = Transformer(TransformerConfig(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0))
     history = recipes.train_transformer(model, train_pairs, sv, tv, steps=500, progress=False)
     out = greedy_decode(model, data.encode_pairs(test_pairs, sv, tv)["src"], 11, tv.bos_id, tv.eos_id)
     em = train.exact_match([tv.decode(r) for r in out], [t for _, t in test_pairs])
@@ -147,22 +150,14 @@ def _train_dates(seed, steps, lr, warmup, recipe, dropout=0.0, tied=False, ffn=T
     train_pairs, test_pairs, sv, tv = _dates_split()
     train.seed_everything(seed)
     model = Transformer(
-        len(sv),
-        len(tv),
-        d_model=64,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=128,
-        dropout=dropout,
+        TransformerConfig(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=dropout)
     )
     if tied:
         model.out.weight = model.tgt_embed.weight  # one (V, d_model) matrix, used twice
     if not ffn:
         without_ffn(model)
-    recipes.train_transformer(
-        model, train_pairs, sv, tv, steps, lr=lr, warmup=warmup, seed=seed, progress=False, **recipe
-    )
+    recipe = dataclasses.replace(recipes.TRANSFORMER_RECIPE, lr=lr, warmup=warmup, **recipe)
+    recipes.train_transformer(model, train_pairs, sv, tv, steps, recipe, seed=seed, progress=False)
     model.eval()
     test = data.encode_pairs(test_pairs, sv, tv)
     with torch.no_grad():

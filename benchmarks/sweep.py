@@ -177,7 +177,8 @@ def problems(name, spec, sweep_dir=SWEEP_DIR):
     if code:
         found.append(
             f"{name}: code it ran changed: {', '.join(code)} "
-            f"(a refactor that changes no number: --rebless {name}; else {rerun})"
+            f"(a refactor that changes no number: --rebless {name}, or, if the sweep was made on another "
+            f"CPU vendor, --rebless {name} --against a commit where it is fresh; else {rerun})"
         )
     data_now = provenance.data_digests(sweep.provenance["definitions"])
     for key, digest in sweep.provenance["data"].items():

@@ -34,7 +34,8 @@ from .seq2seq import seq2seq_loss
 from .train import fit, lm_heldout_loss, seed_everything
 
 __all__ = ["lm_loss", "warmup_cosine", "stream_batches", "LMRecipe", "train_lm", "GPT_RECIPE",
-           "CHAR_LM_RECIPE", "train_char_lm", "train_seq2seq", "transformer_loss", "train_transformer",
+           "CHAR_LM_RECIPE", "train_char_lm", "train_seq2seq", "transformer_loss", "TransformerRecipe",
+           "TRANSFORMER_RECIPE", "train_transformer",
            "train_mlm"]
 
 
@@ -240,28 +241,55 @@ def transformer_loss(model, batch, label_smoothing=0.0, pad_id=0):
                            label_smoothing=label_smoothing)
 
 
-def train_transformer(model, pairs, src_vocab, tgt_vocab, steps, batch_size=64, lr=3e-3,
-                      warmup=0.1, betas=(0.9, 0.999), label_smoothing=0.0, schedule="one_cycle",
-                      adam_eps=1e-8, seed=0, eval_fn=None, eval_every=0, progress=True, desc=None):
-    """Chapter 9's recipe: `transformer_loss`, shuffled batches (`data.batches`), Adam with a
-    one-cycle schedule (a warm-up over a fraction `warmup` of the steps, then a cosine decay),
-    gradients clipped to norm 1. `schedule="inverse_sqrt"`: the paper's shape instead
-    (`inverse_sqrt_warmup`, peaking at lr after a fraction `warmup` of the steps)."""
+@dataclass(frozen=True)
+class TransformerRecipe:
+    """How `train_transformer` trains an encoder-decoder Transformer (chapter 9's recipe).
+
+    batch_size shuffled pairs a step; Adam (betas, adam_eps); schedule "one_cycle" (a warm-up
+    over a fraction `warmup` of the steps up to lr, then a cosine decay: torch's OneCycleLR), or
+    "inverse_sqrt" (the paper's shape, `inverse_sqrt_warmup`, peaking at lr after that fraction);
+    cross-entropy with `label_smoothing` (the paper: 0.1); gradients clipped to norm 1. Change one
+    field with `dataclasses.replace(TRANSFORMER_RECIPE, lr=1e-3)`.
+    """
+
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    schedule: str = "one_cycle"
+    label_smoothing: float = 0.0
+
+    def __post_init__(self):
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_choice("schedule", self.schedule, ("one_cycle", "inverse_sqrt"))
+
+
+TRANSFORMER_RECIPE = TransformerRecipe()
+
+
+def train_transformer(model, pairs, src_vocab, tgt_vocab, steps, recipe=TRANSFORMER_RECIPE, *, seed=0,
+                      eval_fn=None, eval_every=0, progress=True, desc=None):
+    """Train a `transformer.Transformer` on (source, target) string pairs with `recipe` (a
+    TransformerRecipe): `transformer_loss` on shuffled batches (`data.batches`)."""
     check_int("steps", steps)
-    check_choice("schedule", schedule, ("one_cycle", "inverse_sqrt"))
+    if not isinstance(recipe, TransformerRecipe):
+        raise TypeError(f"recipe must be a TransformerRecipe, got {type(recipe).__name__} "
+                        f"(e.g. dataclasses.replace(recipes.TRANSFORMER_RECIPE, lr=...))")
+    r = recipe
     tensors = data.encode_pairs(pairs, src_vocab, tgt_vocab)
-    batches = data.batches({k: v for k, v in tensors.items() if k != "src_len"}, batch_size,
+    batches = data.batches({k: v for k, v in tensors.items() if k != "src_len"}, r.batch_size,
                            seed=seed)
-    if schedule == "one_cycle":
-        optimizer, scheduler = _one_cycle(model, lr, steps, warmup, betas)
+    if r.schedule == "one_cycle":
+        optimizer, scheduler = _one_cycle(model, r.lr, steps, r.warmup, r.betas)
         for group in optimizer.param_groups:
-            group["eps"] = adam_eps
+            group["eps"] = r.adam_eps
     else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=adam_eps)
-        scheduler = inverse_sqrt_warmup(optimizer, max(1, round(warmup * steps)))
+        optimizer = torch.optim.Adam(model.parameters(), lr=r.lr, betas=r.betas, eps=r.adam_eps)
+        scheduler = inverse_sqrt_warmup(optimizer, max(1, round(r.warmup * steps)))
 
     def loss_fn(m, batch):
-        return transformer_loss(m, batch, label_smoothing, src_vocab.pad_id)
+        return transformer_loss(m, batch, r.label_smoothing, src_vocab.pad_id)
     return fit(model, loss_fn, lambda step: next(batches), steps=steps, optimizer=optimizer,
                scheduler=scheduler, eval_fn=eval_fn, eval_every=eval_every, progress=progress,
                desc=desc)

@@ -4,6 +4,7 @@
     DecoderLayer   y -> y + MaskedSelfAttn(y) -> y + CrossAttn(y, memory) -> y + FFN(y)
     Encoder, Decoder   N layers stacked (and a final LayerNorm, as torch.nn.Transformer)
     Transformer    embeddings * sqrt(d_model) + positional encoding -> encoder -> decoder -> Linear
+                   (its sizes in a TransformerConfig)
     greedy_decode, beam_search   a target sequence from a trained Transformer (`course_lib.decoding`)
 
 The decoder-only GPT, built from the same layers, is in `course_lib.gpt`.
@@ -32,6 +33,7 @@ collected by `Transformer.attention_weights()`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -45,7 +47,7 @@ from .multihead import MultiHeadAttention
 from .positional import SinusoidalPositionalEncoding
 
 __all__ = ["ACTIVATIONS", "FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
-           "Transformer", "shift_right", "greedy_decode", "beam_search"]
+           "TransformerConfig", "Transformer", "shift_right", "greedy_decode", "beam_search"]
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -254,6 +256,31 @@ def _final_norm(d_model, final_norm, layer_kwargs):
 # 3. The whole encoder-decoder model
 # ---------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The sizes and choices of an encoder-decoder Transformer. The defaults are chapter 9's small
+    model; the paper's base model is d_model=512, num_heads=8, 6 + 6 layers, d_ff=2048, dropout 0.1
+    (Vaswani et al. 2017, table 3). Change one field with `dataclasses.replace(config, d_ff=128)`."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 64
+    num_heads: int = 4
+    num_encoder_layers: int = 2
+    num_decoder_layers: int = 2
+    d_ff: int = 256                # the feed-forward network's hidden width
+    dropout: float = 0.1
+    activation: str = "relu"       # or "gelu"
+    norm_first: bool = False       # False: post-LN (the paper); True: pre-LN (GPT-2)
+    max_len: int = 256             # the longest sequence the positional encoding covers
+    pad_id: int = 0                # the padding token of the source, masked out of attention
+    bias: bool = True              # biases in every linear map and layer norm
+
+    def __post_init__(self):
+        for name in ("src_vocab_size", "tgt_vocab_size", "max_len"):
+            check_int(name, getattr(self, name))
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer for sequence-to-sequence tasks.
 
@@ -265,28 +292,28 @@ class Transformer(nn.Module):
     position t predicts y_t having seen only y_<t. Padding (`pad_id`) in the source is
     masked out of every attention over the source.
 
+    Transformer(TransformerConfig(src_vocab_size, tgt_vocab_size, d_model=64, ...)).
     forward(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size)
     start(src) -> the decoding state;  step(y (B,), state) -> logits (B, V), state:
     the step protocol of `course_lib.decoding` (greedy, beam search, sampling).
     """
 
-    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, num_encoder_layers=2,
-                 num_decoder_layers=2, d_ff=256, dropout=0.1, activation="relu", norm_first=False,
-                 max_len=256, pad_id=0, bias=True):
+    def __init__(self, config):
         super().__init__()
-        for name, n in [("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
-                        ("max_len", max_len)]:
-            check_int(name, n)
-        self.d_model, self.pad_id, self.max_len = d_model, pad_id, max_len
-        self.src_embed = nn.Embedding(src_vocab_size, d_model)
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
-        self.positional = SinusoidalPositionalEncoding(d_model, max_len, dropout)
-        layer = dict(dropout=dropout, activation=activation, norm_first=norm_first, bias=bias)
-        self.encoder = Encoder(num_encoder_layers, d_model, num_heads, d_ff, **layer)
-        self.decoder = Decoder(num_decoder_layers, d_model, num_heads, d_ff, **layer)
-        self.out = nn.Linear(d_model, tgt_vocab_size)
-        for embed in (self.src_embed, self.tgt_embed):     # times sqrt(d_model): unit variance,
-            nn.init.normal_(embed.weight, std=d_model ** -0.5)   # the scale of the positional code
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__} "
+                            f"(e.g. TransformerConfig(src_vocab_size, tgt_vocab_size, d_model=64))")
+        c = self.config = config
+        self.d_model, self.pad_id, self.max_len = c.d_model, c.pad_id, c.max_len
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
+        self.positional = SinusoidalPositionalEncoding(c.d_model, c.max_len, c.dropout)
+        layer = dict(dropout=c.dropout, activation=c.activation, norm_first=c.norm_first, bias=c.bias)
+        self.encoder = Encoder(c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, **layer)
+        self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, **layer)
+        self.out = nn.Linear(c.d_model, c.tgt_vocab_size)
+        for embed in (self.src_embed, self.tgt_embed):       # times sqrt(d_model): unit variance,
+            nn.init.normal_(embed.weight, std=c.d_model ** -0.5)   # the scale of the positional code
 
     def embed(self, embedding, tokens):
         """PE(Embedding(tokens) * sqrt(d_model)): (B, T) -> (B, T, d_model)."""

@@ -24,6 +24,7 @@ What the trained model's heads do, and what each layer's output already knows:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from torch import nn
 from . import data, recipes, train
 from .ablation import mean_head, zero_head
 from .attention import causal_mask
-from .transformer import Encoder, Transformer, greedy_decode
+from .transformer import Encoder, Transformer, TransformerConfig, greedy_decode
 
 __all__ = ["Labeller", "reversal_batches", "labelling_loss", "init_gradient_norms", "train_labeller",
            "Task", "date_task", "reversal_task", "train_model", "exact_match", "DELIMITERS",
@@ -156,14 +157,16 @@ def reversal_task():
 
 def train_model(task, seed, steps, lr=3e-3, warmup=0.1, progress=False, **recipe):
     """Chapter 9's model (2 + 2 layers, d_model 64, 4 heads, d_ff 128, no dropout), initialised
-    from `seed` and trained by `recipes.train_transformer` (its keyword arguments in `recipe`).
+    from `seed` and trained by `recipes.train_transformer` (TRANSFORMER_RECIPE with lr, warmup
+    and the fields in `recipe` replaced).
     -> (the model in eval mode, its training History)."""
     train.seed_everything(seed)
-    model = Transformer(len(task.src_vocab), len(task.tgt_vocab), d_model=64, num_heads=4,
-                        num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0)
+    model = Transformer(TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), d_model=64,
+                                          num_heads=4, d_ff=128, dropout=0.0))
+    recipe = dataclasses.replace(recipes.TRANSFORMER_RECIPE, lr=lr, warmup=warmup, **recipe)
     history = recipes.train_transformer(model, task.train, task.src_vocab, task.tgt_vocab, steps,
-                                        lr=lr, warmup=warmup, seed=seed, progress=progress,
-                                        desc="training" if progress else None, **recipe)
+                                        recipe, seed=seed, progress=progress,
+                                        desc="training" if progress else None)
     return model.eval(), history
 
 

@@ -7,7 +7,14 @@ import torch
 import torch.nn as nn
 
 from course_lib.attention import causal_mask, padding_mask
-from course_lib.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer, Transformer
+from course_lib.transformer import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    Transformer,
+    TransformerConfig,
+)
 
 D_MODEL, HEADS, D_FF = 16, 4, 24
 
@@ -158,7 +165,8 @@ def test_transformer_body_matches_nn_transformer(norm_first):
         D_MODEL, HEADS, 2, 2, D_FF, dropout=0.1, batch_first=True, norm_first=norm_first
     ).eval()
     randomise(theirs, 6)
-    ours = Transformer(11, 13, D_MODEL, HEADS, 2, 2, D_FF, norm_first=norm_first).eval()
+    config = TransformerConfig(11, 13, D_MODEL, HEADS, 2, 2, D_FF, norm_first=norm_first)
+    ours = Transformer(config).eval()
     ours.encoder.load_state_dict(theirs.encoder.state_dict())
     ours.decoder.load_state_dict(theirs.decoder.state_dict())
     src = torch.tensor([[3, 4, 5, 6, 0, 0], [7, 8, 9, 10, 2, 1]])

@@ -12,7 +12,7 @@ from course_lib import seq2seq as S
 from course_lib.charlm import CharLM
 from course_lib.gpt import GPT, GPTConfig
 from course_lib.train import lm_heldout_loss, seed_everything
-from course_lib.transformer import Transformer, greedy_decode
+from course_lib.transformer import Transformer, TransformerConfig, greedy_decode
 
 
 @pytest.fixture
@@ -105,17 +105,10 @@ def test_train_transformer_learns_to_reverse(one_thread):
         (s, s[::-1]) for s, _ in data.copy_pairs(200, seed=1, min_len=2, max_len=5, alphabet="abcdef")
     ]
     seed_everything(0)
-    model = Transformer(
-        len(vocab),
-        len(vocab),
-        d_model=32,
-        num_heads=4,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        d_ff=64,
-        dropout=0.0,
-    )
-    recipes.train_transformer(model, pairs, vocab, vocab, steps=250, label_smoothing=0.05, progress=False)
+    config = TransformerConfig(len(vocab), len(vocab), 32, 4, 1, 1, d_ff=64, dropout=0.0)
+    model = Transformer(config)
+    recipe = recipes.TransformerRecipe(label_smoothing=0.05)
+    recipes.train_transformer(model, pairs, vocab, vocab, 250, recipe, progress=False)
     src = data.encode_pairs(held_out, vocab, vocab)["src"]
     out = greedy_decode(model, src, 7, vocab.bos_id, vocab.eos_id)
     exact = sum(vocab.decode(row) == t for row, (_, t) in zip(out.tolist(), held_out)) / len(held_out)

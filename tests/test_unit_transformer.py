@@ -14,6 +14,7 @@ from course_lib.transformer import (
     EncoderLayer,
     FeedForward,
     Transformer,
+    TransformerConfig,
     beam_search,
     greedy_decode,
     shift_right,
@@ -177,7 +178,7 @@ def test_encoder_stack_has_torch_names():
         (lambda: EncoderLayer(10, 4, 32), "divisible"),
         (lambda: EncoderLayer(16, 4, 0), "d_ff"),
         (lambda: Encoder(0, 16, 4, 32), "num_layers"),
-        (lambda: Transformer(0, 5), "src_vocab_size"),
+        (lambda: TransformerConfig(0, 5), "src_vocab_size"),
         (lambda: GPTConfig(vocab_size=10, n_layer=-1), "n_layer"),
     ],
 )
@@ -234,24 +235,19 @@ def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
 
 def test_train_transformer_takes_the_papers_schedule_and_refuses_others():
     from course_lib import data
-    from course_lib.recipes import train_transformer
+    from course_lib.recipes import TransformerRecipe, train_transformer
 
     pairs = [("ab", "ba"), ("abc", "cba"), ("ca", "ac")]
     vocab = data.Vocab.from_text([s for s, _ in pairs])
     model = tiny_transformer(len(vocab), len(vocab))
-    history = train_transformer(
-        model,
-        pairs,
-        vocab,
-        vocab,
-        steps=3,
-        batch_size=2,
-        progress=False,
-        schedule="inverse_sqrt",
-        betas=(0.9, 0.98),
-        adam_eps=1e-9,
-        label_smoothing=0.1,
+    paper = TransformerRecipe(
+        batch_size=2, schedule="inverse_sqrt", betas=(0.9, 0.98), adam_eps=1e-9, label_smoothing=0.1
     )
+    history = train_transformer(model, pairs, vocab, vocab, 3, paper, progress=False)
     assert len(history.train_loss) == 3
     with pytest.raises(ValueError, match="schedule"):
-        train_transformer(model, pairs, vocab, vocab, steps=3, schedule="noam", progress=False)
+        TransformerRecipe(schedule="noam")
+    with pytest.raises(TypeError, match="TransformerRecipe"):
+        train_transformer(model, pairs, vocab, vocab, 3, {"lr": 1e-3}, progress=False)
+    with pytest.raises(TypeError, match="TransformerConfig"):
+        Transformer(len(vocab))  # sizes go in a TransformerConfig

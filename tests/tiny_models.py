@@ -6,7 +6,7 @@ import torch
 
 from course_lib.charlm import CharLM
 from course_lib.data import Vocab
-from course_lib.transformer import Transformer
+from course_lib.transformer import Transformer, TransformerConfig
 
 TEXT = "the cat sat on the mat. the dog sat on the log. " * 20
 
@@ -19,7 +19,7 @@ def tiny_transformer(
     torch.manual_seed(seed)
     kwargs = dict(d_model=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=32, dropout=0.0)
     kwargs.update(options)
-    return Transformer(src_vocab_size, tgt_vocab_size, **kwargs).eval()
+    return Transformer(TransformerConfig(src_vocab_size, tgt_vocab_size, **kwargs)).eval()
 
 
 def tiny_char_lm(seed: int = 0) -> tuple[CharLM, Vocab, str]:
