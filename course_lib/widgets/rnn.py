@@ -302,8 +302,8 @@ def _known_word_share(samples, prompt, known_words):
 def temperature_frame(model, vocab, prompt, temperature, known_words, length=160,
                       num_samples=3, top=16, seed=0):
     """One frame of the temperature explorer: next-character distribution after `prompt`
-    at this temperature (the `top` most likely at temperature 1, in that order), samples,
-    and numbers that summarise them."""
+    at this temperature (the `top` likeliest characters, in the same order at every
+    temperature), samples, and numbers that summarise them."""
     was_training = model.training
     model.eval()
     x = torch.tensor([vocab.encode(prompt)])  # (1, P)
@@ -353,7 +353,7 @@ class TemperatureExplorer(Explorer):
         panels = [
             {"kind": "bars", "key": "next", "ymax": 1.0,
              "title": f"next-character probabilities after {prompt!r}",
-             "xlabel": "the 16 most likely characters at temperature 1"},
+             "xlabel": "the 16 likeliest characters (the same order at every temperature)"},
             {"kind": "stats", "key": "stats", "title": "the numbers"},
             {"kind": "text", "key": "samples", "title": f"{num_samples} samples"},
         ]
