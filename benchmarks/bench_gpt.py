@@ -1,10 +1,11 @@
 """Chapter 10's capstone: the GPT over seeds and learning rates (tied and untied), the GPT against an
-LSTM of its size at several budgets (context 64), the step times behind the equal-time
-comparison, and KV-cached generation. The sweeps are committed in course_lib/sweeps/ and drawn by
-book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
+LSTM of its size at several budgets (windows of 64 characters to 1500 steps, of 256 to 4000), the
+step times behind the equal-time comparison, and KV-cached generation. The sweeps are committed in
+course_lib/sweeps/ and drawn by book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
 
     nice -n 10 python benchmarks/sweep.py gpt_capstone --jobs 1       # the page's GPT, tied/untied, 3 lr
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx64 --jobs 1  # the race, context 64
+    nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx256 --jobs 2 # the race, context 256, 4000 steps
     nice -n 10 python benchmarks/sweep.py lm_step_time --jobs 1       # ms per step, interleaved
     python benchmarks/run.py --only kv_cache                          # the KV cache's speed-up
 
@@ -254,7 +255,7 @@ RACE_PLAN = (
     "the development machine: GPT 80 at context 64 and 190 at 256; the LSTM (fused) 84 and 197; "
     "the course's own LSTM 127 and 548): context 64 was planned as 18 runs of 4000 steps, about 1.8 "
     "CPU-hours with the checkpoints' evaluations, and ran with 1500 (what the session that ran it "
-    "could afford); context 256 about 4.2 CPU-hours (not run); with the pilot (0.3), "
+    "could afford); context 256 about 4.2 CPU-hours (run later as gpt_vs_lstm_ctx256); with the pilot (0.3), "
     "gpt_capstone (0.6), mlm_capstone (0.4) and lm_step_time (0.1) the chapter's campaign is "
     "about 7.4 CPU-core-hours. Each grid is centred on its pilot's better rate (see RACE_LRS)."
 )
