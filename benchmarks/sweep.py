@@ -431,6 +431,14 @@ def canary_at(name, ref):
     return {"commit": commit, **json.loads(ran.stdout.strip().splitlines()[-1])}
 
 
+def fresh_kernels():
+    """the_kernels() of a fresh process, pinned as the smoke runs of `smoke_fresh` are (this
+    process may run on other kernels: the tests run on a second kernel set)."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(the_kernels).result()
+
+
 def rebless_against(name, spec, ref, sweep_dir=SWEEP_DIR):
     """Re-bless a sweep made on other kernels (another CPU vendor), whose canary this machine cannot
     reproduce: instead of the recorded canary, compare the smoke runs of the code at git commit
@@ -445,8 +453,9 @@ def rebless_against(name, spec, ref, sweep_dir=SWEEP_DIR):
     if other:
         return False, "stale for another reason: " + "; ".join(other)
     before = canary_at(name, ref)
-    if before["kernels"] != the_kernels():
-        return False, f"the run at {ref} used kernels {before['kernels']}, not {the_kernels()}"
+    here = fresh_kernels()
+    if before["kernels"] != here:
+        return False, f"the run at {ref} used kernels {before['kernels']}, not {here}"
     record = smoke_fresh(name, spec)
     if record["canary"] != before["canary"]:
         diff = (
