@@ -547,10 +547,9 @@ def test_rebless_against_a_commit_refuses_other_numbers(amd_made, monkeypatch):
     now = runner.smoke(spec)["canary"]
     then = json.loads(json.dumps(now))
     then[0]["losses"][0] += 1e-7
+    here = runner.fresh_kernels()  # pinned, as the worktree's run is
     monkeypatch.setattr(
-        runner,
-        "canary_at",
-        lambda name, ref: {"commit": "0" * 40, "kernels": runner.the_kernels(), "canary": then},
+        runner, "canary_at", lambda name, ref: {"commit": "0" * 40, "kernels": here, "canary": then}
     )
     monkeypatch.setattr(runner, "smoke_fresh", lambda name, spec: {**runner.smoke(spec)})
     text = (out / f"{AMD_MADE}.json").read_text()
