@@ -113,7 +113,7 @@ def charlm_run(point, seed, config):
     at step 300 is that of a 300-step run."""
     import math
 
-    from course_lib.recipes import train_char_lm
+    from course_lib.recipes import LMRecipe, train_char_lm
     from course_lib.train import lm_heldout_loss
 
     corpus = _corpus()
@@ -124,20 +124,17 @@ def charlm_run(point, seed, config):
             lm_heldout_loss(model, corpus.test) / math.log(2),
         ]
 
-    bias = {"forget_bias": None, "update_bias": None}
-    if point["gate_bias"] is not None:
-        bias["forget_bias" if point["cell"] == "lstm" else "update_bias"] = point["gate_bias"]
     model, history = train_char_lm(
         point["cell"],
         corpus,
         config["steps"],
-        lr=config["lr"],
+        LMRecipe(lr=config["lr"]),
         hidden_size=point["hidden_size"],
+        gate_bias=point["gate_bias"],
         seed=seed,
         eval_every=config["eval_every"],
         eval_fn=eval_fn,
         progress=False,
-        **bias,
     )
     out = {"parameters": sum(p.numel() for p in model.parameters())}
     for step, (val, test) in history.evals:
@@ -152,7 +149,7 @@ def _charlm_points():
 
     points = []
     for cell, options in r["cells"].items():
-        bias = options.get("forget_bias", options.get("update_bias"))
+        bias = options.get("gate_bias")
         if bias is not None:
             points.append({"cell": cell, "hidden_size": options["hidden_size"], "gate_bias": None})
         points.append({"cell": cell, "hidden_size": options["hidden_size"], "gate_bias": bias})

@@ -29,7 +29,7 @@ from . import data
 from ._checks import check_choice, check_int
 from .charlm import CharLM
 from .mlm import mask_tokens, mlm_loss
-from .rnn import set_update_bias
+from .rnn import set_forget_bias, set_update_bias
 from .seq2seq import seq2seq_loss
 from .train import fit, lm_heldout_loss, seed_everything
 
@@ -170,8 +170,8 @@ def _carried_state_loss():
 CHAR_LM_RECIPE = {
     "cells": {
         "rnn": {"hidden_size": 249},
-        "gru": {"hidden_size": 148, "update_bias": 1.0},
-        "lstm": {"hidden_size": 128, "forget_bias": 1.0},
+        "gru": {"hidden_size": 148, "gate_bias": 1.0},
+        "lstm": {"hidden_size": 128, "gate_bias": 1.0},
     },
     "budgets": (300, 1500),
     "lr": 1e-2,
@@ -185,18 +185,21 @@ learning rate, from each seed. A run of the larger budget holds the smaller one:
 constant learning rate, its first 300 steps are the 300-step run, evaluated there."""
 
 
-def train_char_lm(cell, corpus, steps, batch_size=32, seq_len=64, lr=1e-2, hidden_size=128,
-                  embed_size=32, forget_bias=None, update_bias=None, seed=0, eval_fn=None,
-                  eval_every=0, stateful=False, progress=True):
-    """Chapter 2's recipe: a `CharLM` (seeded with `seed`) trained by `train_lm` with Adam,
-    a constant learning rate and gradients clipped to norm 1. The memory gate's initial bias:
-    forget_bias for an LSTM (`rnn.set_forget_bias`), update_bias for a GRU
-    (`rnn.set_update_bias`); None keeps torch's initialisation. Returns (model, history)."""
+def train_char_lm(cell, corpus, steps, recipe=LMRecipe(), hidden_size=128, embed_size=32,
+                  gate_bias=None, seed=0, eval_fn=None, eval_every=0, stateful=False, progress=True):
+    """Chapter 2's recipe: a `CharLM` (seeded with `seed`) trained by `train_lm` with `recipe`
+    (LMRecipe's defaults: Adam at a constant 0.01, batches of 32 windows of 64, gradients
+    clipped to norm 1). gate_bias: the memory gate's initial bias, the LSTM's forget gate
+    (`rnn.set_forget_bias`) or the GRU's update gate (`rnn.set_update_bias`); None keeps
+    torch's initialisation. Returns (model, history)."""
+    if gate_bias is not None and cell not in ("lstm", "gru"):
+        raise ValueError(f"gate_bias is for cell='lstm' or 'gru' (a memory gate), got cell={cell!r}")
     seed_everything(seed)
-    model = CharLM(len(corpus.vocab), cell, embed_size, hidden_size, forget_bias=forget_bias)
-    if update_bias is not None:
-        set_update_bias(model.rnn, update_bias)  # raises TypeError unless cell is "gru"
-    recipe = LMRecipe(batch_size=batch_size, seq_len=seq_len, lr=lr)
+    model = CharLM(len(corpus.vocab), cell, embed_size, hidden_size)
+    if gate_bias is not None and cell == "lstm":
+        set_forget_bias(model.rnn, gate_bias)  # f = sigmoid(gate_bias + ...) at the start
+    elif gate_bias is not None:
+        set_update_bias(model.rnn, gate_bias)  # z = sigmoid(gate_bias + ...) at the start
     history = train_lm(model, corpus, steps, recipe, seed=seed, eval_fn=eval_fn, eval_every=eval_every,
                        stateful=stateful, progress=progress, desc=cell.upper())
     return model, history

@@ -102,7 +102,7 @@ def test_chapter_2_sweep_follows_the_recipe():
     for p in spec.points:
         options = CHAR_LM_RECIPE["cells"][p["cell"]]
         assert p["hidden_size"] == options["hidden_size"]
-        assert p["gate_bias"] in (None, options.get("forget_bias", options.get("update_bias")))
+        assert p["gate_bias"] in (None, options.get("gate_bias"))
     assert all(
         f"{split}_bpc_{b}" in spec.metrics for b in CHAR_LM_RECIPE["budgets"] for split in ("val", "test")
     )

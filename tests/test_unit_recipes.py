@@ -42,8 +42,7 @@ def test_train_char_lm_learns_and_is_reproducible(corpus, one_thread):
             "gru",
             corpus,
             steps=60,
-            batch_size=16,
-            seq_len=16,
+            recipe=recipes.LMRecipe(batch_size=16, seq_len=16),
             hidden_size=32,
             eval_every=30,
             seed=1,
@@ -59,14 +58,20 @@ def test_train_char_lm_learns_and_is_reproducible(corpus, one_thread):
 
 
 def test_train_char_lm_sets_the_memory_gate_bias(corpus, one_thread):
-    for cell, option in (("gru", "update_bias"), ("lstm", "forget_bias")):
+    for cell in ("gru", "lstm"):
         model, _ = recipes.train_char_lm(
-            cell, corpus, steps=1, lr=0.0, hidden_size=8, progress=False, **{option: 1.5}
+            cell,
+            corpus,
+            steps=1,
+            recipe=recipes.LMRecipe(lr=0.0),
+            hidden_size=8,
+            gate_bias=1.5,
+            progress=False,
         )
         both = model.rnn.bias_ih_l0[8:16] + model.rnn.bias_hh_l0[8:16]  # the z or the f block
         assert torch.allclose(both, torch.full((8,), 1.5))
-    with pytest.raises(TypeError, match="GRU"):
-        recipes.train_char_lm("lstm", corpus, steps=1, update_bias=1.0, progress=False)
+    with pytest.raises(ValueError, match="gate_bias is for cell='lstm' or 'gru'"):
+        recipes.train_char_lm("rnn", corpus, steps=1, gate_bias=1.0, progress=False)
 
 
 def test_train_lm_with_the_gpt_recipe(corpus, one_thread):
