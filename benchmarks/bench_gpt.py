@@ -1,6 +1,6 @@
 """Chapter 10's capstone: the GPT over seeds and learning rates (tied and untied), the GPT against an
-LSTM of its size at several budgets (windows of 64 characters to 1500 steps, of 256 to 4000), the
-step times behind the equal-time comparison, and KV-cached generation. The sweeps are committed in
+LSTM of its size at several budgets (windows of 64 characters to 1500 and to 8000 steps, of 256 to
+4000), the step times behind the equal-time comparison, and KV-cached generation. The sweeps are committed in
 course_lib/sweeps/ and drawn by book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
 
     nice -n 10 python benchmarks/sweep.py gpt_capstone --jobs 1       # the page's GPT, tied/untied, 3 lr
