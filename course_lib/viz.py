@@ -117,7 +117,7 @@ def _draw_tokens(ax, panel, d):
     """A text split into tokens: one box per token, colours alternating (as the explorer)."""
     ax.axis("off")
     fontsize = 9
-    axes_points = ax.get_position().width * ax.figure.get_figwidth() * 72
+    axes_points = ax.get_position().width * ax.get_figure(root=True).get_figwidth() * 72
     char = 0.6 * fontsize / axes_points          # the width of a monospace character, in axes units
     x, y = 0.0, 0.85
     for i, token in enumerate(d["tokens"]):
@@ -148,21 +148,24 @@ _DRAW = {"histogram": _draw_histogram, "bars": _draw_bars, "lines": _draw_lines,
 
 
 def explorer_figure(spec, rows):
-    """Draw an explorer's panels for several selections: one row per (selection, frame)."""
+    """Draw an explorer's panels for several selections: one row per (selection, frame), headed
+    by its selection (e.g. "d_k=4, scaled=False") above the row, where no tick label can hide it."""
     panels = spec["panels"]
     widths = [{"heatmaps": 3.0, "text": 2.5, "tokens": 2.5, "lines": 1.3}.get(p["kind"], 1.0) for p in panels]
-    fig, axes = plt.subplots(len(rows), len(panels), squeeze=False, gridspec_kw={"width_ratios": widths},
-                             figsize=(3.6 * sum(widths), 2.6 * len(rows)))
-    for r, (selection, frame) in enumerate(rows):
+    fig = plt.figure(figsize=(3.6 * sum(widths), 2.9 * len(rows)), layout="constrained")
+    subfigures = fig.subfigures(len(rows), 1, squeeze=False)[:, 0]  # one per row: its heading above it
+    for r, ((selection, frame), sub) in enumerate(zip(rows, subfigures)):
+        axes = sub.subplots(1, len(panels), squeeze=False, width_ratios=widths)[0]
         for c, panel in enumerate(panels):
-            ax = axes[r, c]
+            ax = axes[c]
             _DRAW[panel["kind"]](ax, panel, frame[panel["key"]])
             if panel.get("xlabel") and panel["kind"] != "stats":
                 ax.set_xlabel(panel["xlabel"], fontsize=8)
             if r == 0 and panel.get("title"):  # wrapped to the panel's width
                 ax.set_title(textwrap.fill(panel["title"], int(38 * widths[c])), fontsize=9)
         label = ", ".join(f"{k}={v}" for k, v in selection.items())
-        axes[r, 0].set_ylabel(label, fontsize=9)
+        if label:
+            label = textwrap.fill(label, int(60 * sum(widths)))
+            sub.suptitle(label, x=0.01, ha="left", fontsize=9, weight="bold")
     fig.suptitle(spec.get("title", ""), fontsize=11)
-    fig.tight_layout()
     return fig

@@ -75,7 +75,8 @@ def test_evidence_folded_on_the_site_is_folded_in_jupyterlab():
         fold(cell)
     assert cells[0].metadata["jupyter"] == {"outputs_hidden": True}
     assert cells[1].metadata["jupyter"] == {"outputs_hidden": True, "source_hidden": True}
-    assert "jupyter" not in cells[2].metadata and "jupyter" not in cells[3].metadata
+    assert cells[2].metadata["jupyter"] == {"outputs_hidden": True, "source_hidden": True}  # glue cells
+    assert "jupyter" not in cells[3].metadata
 
 
 def test_a_glue_the_notebook_did_not_store_is_an_error_naming_the_page():

@@ -94,3 +94,22 @@ def test_alignment_explorer_bad_input():
     shape = r"weights must have shape \(len\(prediction\) \+ 1, len\(source\)\)"
     with pytest.raises(ValueError, match=shape):
         alignment_frame("abc", "ab", "ab", torch.ones(2, 3), 1.0)
+
+
+def test_static_figure_row_labels_are_whole_and_clear_of_the_panels():
+    """Each row's selection heads its row: drawn whole, overlapping no panel or tick label
+    (it used to be the first panel's y label, where long model names ran into the heatmap's ticks)."""
+    names = ["Bahdanau, bidirectional (300 steps)", "Luong scaled dot (100 steps)"]
+    w = torch.softmax(torch.arange(12.0).reshape(4, 3), -1)
+    ex = AlignmentExplorer({n: [("abc", w)] for n in names}, dict.fromkeys(names, 1.0), ["a b"], ["abc"])
+    fig = ex.figure([{"model": n, "example": 0} for n in names])
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    labels = [sub._suptitle for sub in fig.subfigs]
+    assert [t.get_text() for t in labels] == [f"model={n}, example=0" for n in names]
+    figure_box = fig.bbox
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1, (label.get_text(), box, figure_box)
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_tightbbox(renderer)), (label.get_text(), ax)

@@ -199,9 +199,15 @@ def learner_notebook(nb: nbformat.NotebookNode, name: str, student: bool = False
 
 def fold(cell: nbformat.NotebookNode) -> None:
     """A code cell tagged hide-output / hide-input (folded on the site) is folded in JupyterLab
-    too: its outputs / its source collapsed (``metadata.jupyter``), one click to open."""
+    too: its outputs / its source collapsed (``metadata.jupyter``), one click to open. A cell
+    tagged remove-cell (absent from the site: e.g. the glue that hands numbers to the prose) is
+    folded whole."""
     tags = set(cell.metadata.get("tags", []))
-    hidden = {"outputs_hidden": "hide-output" in tags, "source_hidden": "hide-input" in tags}
+    removed = "remove-cell" in tags
+    hidden = {
+        "outputs_hidden": removed or "hide-output" in tags,
+        "source_hidden": removed or "hide-input" in tags,
+    }
     if any(hidden.values()):
         cell.metadata.setdefault("jupyter", {}).update({k: v for k, v in hidden.items() if v})
 
