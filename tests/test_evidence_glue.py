@@ -165,3 +165,22 @@ def test_glue_reference_parsing():
     text = "a {glue:text}`bpc:.2f` b {glue}`fig` c {glue:text}`other.ipynb::em:.1%` d `code`"
     assert glue_references(text) == ["bpc", "fig", "other.ipynb::em"]
     assert json.dumps(glue_references("no roles")) == "[]"
+
+
+def test_glue_calls_stay_out_of_the_code_a_reader_studies():
+    """A code cell the page shows (no hide-input, remove-input or remove-cell tag) holds no glue
+    call: the numbers for the prose are glued in a cell tagged remove-cell next to it, absent from
+    the site and folded in JupyterLab. An exercise's solution may glue what it computes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from evidence_scan import CHAPTERS, cells, source
+
+    shown = []
+    for path in CHAPTERS:
+        for k, c in enumerate(cells(path)):
+            tags = set(c.get("metadata", {}).get("tags", []))
+            text = source(c)
+            if c["cell_type"] != "code" or tags & {"hide-input", "remove-input", "remove-cell"}:
+                continue
+            if "glue(" in text and "BEGIN SOLUTION" not in text:
+                shown.append(f"{path.name} cell {k}: {text.splitlines()[0][:70]}")
+    assert not shown, "glue in code the page shows:\n" + "\n".join(shown)
