@@ -1,12 +1,14 @@
 """Chapter 10's capstone: the GPT over seeds and learning rates (tied and untied), the GPT against an
 LSTM of its size at several budgets (windows of 64 characters to 1500 and to 8000 steps, of 256 to
-4000), the step times behind the equal-time comparison, and KV-cached generation. The sweeps are committed in
-course_lib/sweeps/ and drawn by book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
+4000; the GPT alone to 16000 on windows of 64), the step times behind the equal-time comparison,
+and KV-cached generation. The sweeps are committed in course_lib/sweeps/ and drawn by
+book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
 
     nice -n 10 python benchmarks/sweep.py gpt_capstone --jobs 1       # the page's GPT, tied/untied, 3 lr
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx64 --jobs 1  # the race, context 64
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx256 --jobs 2 # the race, context 256, 4000 steps
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx64_long --jobs 2  # context 64 to 8000 steps
+    nice -n 10 python benchmarks/sweep.py gpt_ctx64_16k --jobs 2      # the GPT alone to 16000 steps
     nice -n 10 python benchmarks/sweep.py lm_step_time --jobs 1       # ms per step, interleaved
     python benchmarks/run.py --only kv_cache                          # the KV cache's speed-up
 
