@@ -2,7 +2,16 @@
 that flags measured-looking numbers typed into markdown cells (rules: tests/evidence_scan.py)."""
 
 import pytest
-from evidence_scan import CHAPTERS, notebook_typed_numbers, prose, sentences, typed_numbers
+from evidence_scan import (
+    CHAPTERS,
+    ROOT,
+    cells,
+    notebook_typed_numbers,
+    prose,
+    sentences,
+    source,
+    typed_numbers,
+)
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
@@ -108,3 +117,26 @@ def test_sentences_do_not_split_at_et_al_or_decimals():
         "- item one",
         "- item two",
     ]
+
+
+def test_the_code_the_pages_show_from_course_lib_is_current():
+    """Every stored output of show_source(...) is, verbatim, code in course_lib as it is now: a
+    change to the library makes the page that shows it stale until the page is re-executed (chapter
+    3 once showed an older RNNDecoder docstring)."""
+    library = "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "course_lib").rglob("*.py")))
+    stale, shown = [], 0
+    for path in CHAPTERS:
+        for k, c in enumerate(cells(path)):
+            if c["cell_type"] != "code" or "show_source(" not in source(c):
+                continue
+            for out in c.get("outputs", []):
+                text = out.get("data", {}).get("text/plain")
+                if text is None:
+                    continue
+                text = "".join(text) if isinstance(text, list) else text
+                shown += 1
+                if text.strip() not in library:
+                    stale.append(f"{path.name} cell {k}: {text.splitlines()[0][:70]}")
+    print(f"{shown} shown sources checked")
+    assert shown >= 30, shown
+    assert not stale, "shown source differs from course_lib's (re-execute the page):\n" + "\n".join(stale)
