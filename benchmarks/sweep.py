@@ -16,8 +16,8 @@ SWEEPS = {name: common.SweepSpec(...)}; every registered sweep has committed dat
 designed but not run yet is listed in the same module's PLANNED = {name: SweepSpec(...)}:
 `--list` shows it, `sweep.py NAME` runs it, and once its file is committed it moves to SWEEPS
 (a committed file whose spec is still in PLANNED is reported). Every run uses the pinned CPU
-kernels (kernels.env, set below before torch starts) and one torch thread; the file records that
-kernel set.
+kernels (kernels.env, set below before torch starts) and one torch thread, or the number its config
+names as "threads" (a sweep whose page runs on two cores); the file records that kernel set.
 
 Before the full runs, a smoke run of every point (the spec's `smoke` overrides: a few steps)
 runs under a profile hook (provenance.py): the file records a hash of every definition of
@@ -219,9 +219,14 @@ def _run_registered(name, point, seed, config):
     return _run_one(name, {**planned_sweeps(), **registered_sweeps()}[name], point, seed, config)
 
 
+def run_threads(config):
+    """The torch threads of each run of a sweep: its config's "threads", else 1."""
+    return config.get("threads", 1)
+
+
 def _run_one(name, spec, point, seed, config):
-    """One (point, seed) of `spec`, on one torch thread -> (results, seconds)."""
-    torch.set_num_threads(1)
+    """One (point, seed) of `spec`, on run_threads(config) torch threads -> (results, seconds)."""
+    torch.set_num_threads(run_threads(config))
     t0 = time.perf_counter()
     results = {k: float(v) for k, v in spec.run(dict(point), seed, config).items()}
     missing = set(spec.metrics) - set(results)
@@ -259,11 +264,11 @@ def run_grid(name, spec, grid, config, jobs=1, show=True):
     return out
 
 
-def machine(jobs):
+def machine(jobs, threads=1):
     return {
         "cpu_count": os.cpu_count(),
         "cpu": _cpu_model(),
-        "torch_threads": 1,
+        "torch_threads": threads,
         "runs_side_by_side": jobs,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -280,14 +285,14 @@ def _cpu_model():
     return platform.processor()
 
 
-def the_kernels():
-    """kernel_set() of a sweep's runs (one torch thread each)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def the_kernels(threads=1):
+    """kernel_set() of a sweep's runs (`threads` torch threads each; the smoke runs use one)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
         return kernel_set()
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
 
 
 def write(data, out_dir=SWEEP_DIR):
@@ -321,11 +326,11 @@ def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
         "margins": _json(spec.margins),
         "version": spec.version,
         "runs": runs,
-        "kernels": the_kernels(),
+        "kernels": the_kernels(run_threads(config)),
         "provenance": record,
         "command": f"python benchmarks/sweep.py {name}{seed_args}",
         "wall_seconds": round(time.perf_counter() - start, 1),
-        "machine": machine(jobs),
+        "machine": machine(jobs, run_threads(config)),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
     }
@@ -349,10 +354,10 @@ def rebless(name, spec, sweep_dir=SWEEP_DIR):
     ]
     if other:
         return False, "stale for another reason: " + "; ".join(other)
-    if sweep.kernels != the_kernels():
+    if sweep.kernels != the_kernels(run_threads(sweep.config)):
         return (
             False,
-            f"these kernels {the_kernels()} are not the sweep's {sweep.kernels}: "
+            f"these kernels {the_kernels(run_threads(sweep.config))} are not the sweep's {sweep.kernels}: "
             "the canary cannot be compared",
         )
     record = smoke_fresh(name, spec)
@@ -488,8 +493,9 @@ def canary_problems(name, spec, sweep_dir=SWEEP_DIR):
     """Re-run the smoke runs of the committed sweep `name` and compare their canary with the
     recorded one, exactly (on the sweep's kernels). An empty list when identical."""
     sweep = read_sweep(sweep_dir / f"{name}.json")
-    if sweep.kernels != the_kernels():
-        return [f"{name}: these kernels {the_kernels()} are not the sweep's {sweep.kernels}"]
+    here = the_kernels(run_threads(sweep.config))
+    if sweep.kernels != here:
+        return [f"{name}: these kernels {here} are not the sweep's {sweep.kernels}"]
     if _json(spec.smoke) != sweep.provenance["smoke"]:
         return [f"{name}: the spec's smoke overrides changed since the canary was recorded"]
     now = smoke_fresh(name, spec)["canary"]
@@ -532,7 +538,7 @@ def verify(name, spec, jobs=1, sweep_dir=SWEEP_DIR):
             schema=SCHEMA,
             margins=_json(spec.margins),
             version=spec.version,
-            kernels=the_kernels(),
+            kernels=the_kernels(run_threads(raw["config"])),
             provenance=smoke_fresh(name, spec),
         )
         raw["machine"] = dict(raw.get("machine", {}), cpu=_cpu_model())
@@ -543,7 +549,7 @@ def verify(name, spec, jobs=1, sweep_dir=SWEEP_DIR):
                 "git_commit": git_commit(),
                 "seed": seed,
                 "points": len(grid),
-                "kernels": the_kernels(),
+                "kernels": the_kernels(run_threads(raw["config"])),
             }
         )
         write(raw, sweep_dir)
@@ -555,7 +561,9 @@ def main(argv=None):
     parser.add_argument("names", nargs="*", help="the sweep(s)")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the sweep's own, >= 3)")
     parser.add_argument("--list", action="store_true", help="list the registered sweeps and their status")
-    parser.add_argument("--jobs", type=int, default=1, help="runs side by side (processes, one thread each)")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs side by side (processes, each on the sweep's threads)"
+    )
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if a committed sweep is stale or missing"
     )
@@ -619,9 +627,8 @@ def main(argv=None):
             parser.error(f"--seeds has duplicates: {seeds}")
         if len(seeds) < 3:
             print(f"warning: {len(seeds)} seed(s); the evidence protocol needs >= 3 for a comparison")
-        print(
-            f"sweep {name}: {len(sweeps[name].points)} points × {len(seeds)} seeds, kernels {the_kernels()}"
-        )
+        kernels_used = the_kernels(run_threads(sweeps[name].config))
+        print(f"sweep {name}: {len(sweeps[name].points)} points × {len(seeds)} seeds, kernels {kernels_used}")
         run_sweep(name, sweeps[name], seeds, jobs=args.jobs)
     return 0
 
