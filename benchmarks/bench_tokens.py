@@ -95,7 +95,8 @@ SWEEPS = {
         records=[("test_bpc", "tokens_gpt_test_bpc/{tokenizer}/lr{lr}")],
         description="Equal steps: the same GPT body (GPTConfig's defaults: 4 blocks, 4 heads, "
         "width 128, tied embeddings), a context of 64 tokens, GPT_RECIPE, 1350 steps (the capstone's "
-        "budget); each tokenizer at three learning rates a factor of 2 apart (each tokenizer's best "
+        "budget on one thread when this sweep ran); each tokenizer at three learning rates a factor "
+        "of 2 apart (each tokenizer's best "
         "is chosen on the validation split and reported on the test split). Bits per character of "
         "held-out text (bpe.bits_per_char). Margin declared before the run: a claim that one "
         "tokenizer beats another on test bits per character needs a gap of 0.05 between the worst "
