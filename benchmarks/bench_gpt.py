@@ -394,8 +394,7 @@ SWEEPS["gpt_ctx64_16k"] = SweepSpec(
 # no more. The first 8000 steps repeat gpt_vs_lstm_ctx64_long's LSTM runs at 0.0025 (asserted in
 # the chapter). Planned cost (0.070 CPU s a step with the evaluations): 3 runs of about 1150 CPU
 # s, about 30 min with the three side by side on 2 cores.
-PLANNED = {}
-PLANNED["lstm_ctx64_16k"] = SweepSpec(
+SWEEPS["lstm_ctx64_16k"] = SweepSpec(
     title="The LSTM alone, context 64, to 16000 steps: GPT and LSTM at equal steps with early stopping",
     run=race_run,
     points=[{"model": "lstm", "context": 64, "lr": 2.5e-3}],

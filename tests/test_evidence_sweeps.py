@@ -58,10 +58,10 @@ def test_committed_sweeps_follow_the_protocol():
         "aten": pinned["ATEN_CPU_CAPABILITY"].upper(),
         "mkl": pinned["MKL_CBWR"],
         "onednn": pinned["ONEDNN_MAX_CPU_ISA"],
-        "threads": 1,
     }
     for name in committed_sweeps():
         sweep = load_sweep(name)
+        expected["threads"] = runner.run_threads(sweep.config)  # one, unless its config names more
         assert len(sweep.seeds) >= 3, f"{name}: {len(sweep.seeds)} seeds; the protocol needs >= 3"
         for point in sweep.points:
             seeds = sorted(r["seed"] for r in sweep.runs if r["point"] == point)
@@ -247,6 +247,22 @@ def test_runner_records_kernels_definitions_and_canary(toy, capsys):
     assert sweep.values("error", steps=60)[0] == data["runs"][3]["results"]["error"]
     assert "seed 2: error" in capsys.readouterr().out
     assert runner.problems("toy", spec, out) == []
+
+
+def test_a_sweep_whose_config_names_threads_runs_and_records_them(toy):
+    """config["threads"] = 2 (a page that trains on two cores): every run computes on two torch
+    threads and the file records that kernel set; the smoke runs keep one thread."""
+    spec, path, out, _ = toy
+    edit(path, 'return {"error": train_toy', 'return {"threads": torch.get_num_threads(), "error": train_toy')
+    spec.run = importlib.reload(sys.modules[spec.run.__module__]).run
+    spec.metrics = dict(spec.metrics, threads={"unit": "threads", "higher_is_better": False})
+    spec.config = {"lr": 0.1, "threads": 2}
+    runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
+    data = json.loads((out / "toy.json").read_text())
+    print("threads per run:", [r["results"]["threads"] for r in data["runs"]], "kernels:", data["kernels"])
+    assert [r["results"]["threads"] for r in data["runs"]] == [2.0] * 6
+    assert data["kernels"] == dict(kernel_set(), threads=2) and data["machine"]["torch_threads"] == 2
+    assert [c["results"]["threads"] for c in data["provenance"]["canary"]] == [1.0, 1.0]
 
 
 def test_only_a_change_to_what_ran_makes_it_stale(toy):
