@@ -361,6 +361,9 @@ SWEEPS["gpt_vs_lstm_ctx64_long"] = SweepSpec(
 # The first 8000 steps at lr 0.002 repeat gpt_vs_lstm_ctx64_long's runs (asserted in the chapter).
 # Planned cost (0.085 CPU s a step): 6 runs of about 1400 CPU s, about 75 min on 2 cores.
 GPT_16K_CHECKPOINTS = CHECKPOINTS + list(range(2000, 16001, 500))
+DESCRIPTION_16K = RACE_DESCRIPTION.replace("for 1500 steps", "for 16000 steps").replace(
+    "(250 ... 1500 steps)", "(250 ... 16000 steps, every 500 from 1500)"
+)
 SWEEPS["gpt_ctx64_16k"] = SweepSpec(
     title="The GPT alone, context 64, to 16000 steps: does it reach the LSTM's early-stopped loss?",
     run=race_run,
@@ -370,9 +373,7 @@ SWEEPS["gpt_ctx64_16k"] = SweepSpec(
     metrics=race_metrics(64, GPT_16K_CHECKPOINTS),
     margins={"race": 0.05},
     records=[(f"test_bpc_{GPT_16K_CHECKPOINTS[-1]}", "gpt_vs_lstm_test_bpc/context64_16000/{model}/lr{lr}")],
-    description=RACE_DESCRIPTION.replace("for 1500 steps", "for 16000 steps").replace(
-        "(250 ... 1500 steps)", "(250 ... 16000 steps, every 500 from 1500)"
-    )
+    description=DESCRIPTION_16K
     + "The GPT only, at rates 0.001 and 0.002, against the LSTM's early-stopped values in "
     "gpt_vs_lstm_ctx64_long (8000 steps). Declared before the run: the LSTM stays ahead if its worst "
     "early-stopped test value beats the GPT's best early-stopped one here by the margin (a longer LSTM "
@@ -394,21 +395,13 @@ SWEEPS["gpt_ctx64_16k"] = SweepSpec(
 # no more. The first 8000 steps repeat gpt_vs_lstm_ctx64_long's LSTM runs at 0.0025 (asserted in
 # the chapter). Planned cost (0.070 CPU s a step with the evaluations): 3 runs of about 1150 CPU
 # s, about 30 min with the three side by side on 2 cores.
-SWEEPS["lstm_ctx64_16k"] = SweepSpec(
+SWEEPS["lstm_ctx64_16k"] = dataclasses.replace(  # the GPT's sweep above, for the LSTM at one rate
+    SWEEPS["gpt_ctx64_16k"],
     title="The LSTM alone, context 64, to 16000 steps: GPT and LSTM at equal steps with early stopping",
-    run=race_run,
     points=[{"model": "lstm", "context": 64, "lr": 2.5e-3}],
-    config=dict(RACE_CONFIG, steps=GPT_16K_CHECKPOINTS[-1], checkpoints=GPT_16K_CHECKPOINTS),
-    smoke={"steps": 8},
-    metrics=race_metrics(64, GPT_16K_CHECKPOINTS),
-    margins={"race": 0.05},
-    records=[(f"test_bpc_{GPT_16K_CHECKPOINTS[-1]}", "gpt_vs_lstm_test_bpc/context64_16000/{model}/lr{lr}")],
-    description=RACE_DESCRIPTION.replace("for 1500 steps", "for 16000 steps").replace(
-        "(250 ... 1500 steps)", "(250 ... 16000 steps, every 500 from 1500)"
-    )
-    + "The LSTM only, at 0.0025 (the rate its early stopping chose within 8000 steps in "
-    "gpt_vs_lstm_ctx64_long, for every seed), against the GPT of gpt_ctx64_16k. Declared before the "
-    "run: at 16000 equal steps with early stopping (each seed at its lowest validation loss over all "
+    description=DESCRIPTION_16K + "The LSTM only, at 0.0025 (the rate its early stopping chose within 8000 "
+    "steps in gpt_vs_lstm_ctx64_long, for every seed), against the GPT of gpt_ctx64_16k. Declared before "
+    "the run: at 16000 equal steps with early stopping (each seed at its lowest validation loss over all "
     "checkpoints, the GPT over both its rates), a model is ahead when its worst seed's test value "
     "beats the other's best by the margin; the order is settled only if every seed of both models "
     "has its lowest validation loss before 16000 steps.",
