@@ -423,8 +423,7 @@ SWEEPS["lstm_ctx64_16k"] = dataclasses.replace(  # the GPT's sweep above, for th
 # in the chapter). Planned cost (0.085 CPU s a step with the evaluations): 3 runs of about 2100 CPU
 # s, about 60 min with the three side by side on 2 cores.
 GPT_24K_CHECKPOINTS = GPT_16K_CHECKPOINTS + list(range(16500, 24001, 500))
-PLANNED = {}
-PLANNED["gpt_ctx64_24k"] = dataclasses.replace(
+SWEEPS["gpt_ctx64_24k"] = dataclasses.replace(
     SWEEPS["gpt_ctx64_16k"],
     title="The GPT alone, context 64, to 24000 steps: does it stop improving behind the LSTM?",
     points=[{"model": "gpt", "context": 64, "lr": 1e-3}],
