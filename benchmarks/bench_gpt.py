@@ -207,7 +207,8 @@ def race_metrics(context, checkpoints=CHECKPOINTS):
 
 def race_run(point, seed, config):
     """One model trained `steps` steps of `tokens_per_step` characters (windows of the point's
-    context) at a warm-up-then-constant learning rate; at each checkpoint: bits per character on
+    context) at a warm-up-then-constant learning rate (or, with config "lr_end_fraction" f, a
+    cosine decay from lr to f * lr over the run); at each checkpoint: bits per character on
     the validation and test texts (windows of the context, fresh state each), the test text's
     by position in the window (buckets), and the CPU seconds since the start."""
     corpus = data.char_corpus()
@@ -235,9 +236,9 @@ def race_run(point, seed, config):
         batch_size=config["tokens_per_step"] // context,
         seq_len=context,
         lr=point["lr"],
-        min_lr=point["lr"],
+        min_lr=point["lr"] * config.get("lr_end_fraction", 1.0),
         warmup=config["warmup"],
-    )  # cosine to lr: constant
+    )  # cosine to lr (the race sweeps): constant
     recipes.train_lm(
         model,
         corpus,
@@ -439,6 +440,62 @@ SWEEPS["gpt_ctx64_24k"] = dataclasses.replace(
     "at this scale when, besides, every GPT seed's lowest validation loss comes before 24000 steps; a "
     "crossing is found if the GPT's worst seed beats the LSTM's best by the margin.",
 )
+
+
+# Annealed runs, one per budget (declared 2026-11-28, before their run). At a constant rate the
+# validation loss moves 0.01 to 0.03 bits from one checkpoint to the next, as much as the GPT gained
+# over its last 8000 steps in gpt_ctx64_24k, so "has it stopped improving?" hangs on one noisy
+# checkpoint. A run whose rate decays (cosine, to a tenth: nanoGPT's min_lr = lr / 10) over its
+# budget has a defined end instead. Each model at its rate chosen on validation in the constant-rate
+# sweeps (GPT 0.001: gpt_ctx64_16k, also nanoGPT's rate for this model; LSTM 0.0025:
+# gpt_vs_lstm_ctx64_long), 3 seeds: the GPT at 12000 and 24000 steps (a doubling), the LSTM at
+# 16000. Declared rule, with margin 0.05: the LSTM is ahead if its worst seed's test value at 16000
+# beats the GPT's best at 24000 (1.5 times the LSTM's steps) by the margin; a crossing if the GPT's
+# worst beats the LSTM's best by the margin. The order is settled at this scale if, besides, the
+# GPT's gain from doubling its budget (mean validation value over seeds, 12000 -> 24000) is less
+# than half its remaining gap (mean validation, GPT at 24000 minus LSTM at 16000): loss falls ever
+# more slowly with log-steps, so at its last doubling's gain the GPT would need more than two more
+# doublings (96000 steps, six times the LSTM's) to draw level. Otherwise the chapter says "ahead at
+# these budgets" and no more. Planned cost (0.07 CPU s a step): 156000 steps, about 3 CPU-hours,
+# about 95 min with three runs side by side on 2 cores.
+def annealed_run(point, seed, config):
+    """race_run for point["steps"] steps with the rate decaying over them; held-out values at the
+    end only (keys without the step: val_bpc, test_bpc, test_pos*, seconds, params)."""
+    steps = point["steps"]
+    results = race_run(point, seed, dict(config, steps=steps, checkpoints=[steps]))
+    return {key.removesuffix(f"_{steps}"): value for key, value in results.items()}
+
+
+PLANNED = {
+    "race_ctx64_annealed": SweepSpec(
+        title="GPT and LSTM, context 64, annealed runs: the GPT at 12000 and 24000 steps, the LSTM at 16000",
+        run=annealed_run,
+        points=[
+            {"model": "gpt", "context": 64, "lr": 1e-3, "steps": 12000},
+            {"model": "gpt", "context": 64, "lr": 1e-3, "steps": 24000},
+            {"model": "lstm", "context": 64, "lr": 2.5e-3, "steps": 16000},
+        ],
+        config={"tokens_per_step": 768, "warmup": 100, "lr_end_fraction": 0.1},
+        smoke={"steps": 8},
+        metrics={key.removesuffix("_1"): unit for key, unit in race_metrics(64, [1]).items()},
+        margins={"race": 0.05},
+        records=[("test_bpc", "gpt_vs_lstm_test_bpc/context64_annealed{steps}/{model}/lr{lr}")],
+        description="The capstone GPT (nanoGPT's baby GPT) against an LSTM of its size (CharLM, two "
+        "layers of 243 units, embeddings of 64, torch's fused nn.LSTM holding the course LSTM's initial "
+        "weights), each trained once per (budget, seed) on steps of 768 characters (12 windows of 64), "
+        "AdamW as GPT_RECIPE with 100 warm-up steps and then a cosine decay of the rate to a tenth over "
+        "the budget: the GPT at 0.001 (its rate chosen on validation in gpt_ctx64_16k) for 12000 and "
+        "24000 steps, the LSTM at 0.0025 (chosen in gpt_vs_lstm_ctx64_long) for 16000. At the end of "
+        "each run: bits per character on the whole validation and test texts, read in windows of the "
+        "context from a fresh state, the test text's by position in the window, and the CPU seconds of "
+        "the process. Margin 'race': the smallest held-out difference (bits per character) that the "
+        "chapter calls a win. 3 seeds. Declared before the run: the LSTM is ahead if its worst seed's "
+        "test value at 16000 beats the GPT's best at 24000 by the margin; a crossing if the GPT's worst "
+        "beats the LSTM's best by the margin; the order is settled at this scale if, besides, the GPT's "
+        "gain from 12000 to 24000 steps (mean validation value) is less than half its remaining gap to "
+        "the LSTM (mean validation, GPT at 24000 minus LSTM at 16000).",
+    )
+}
 
 # ---------------------------------------------------------------------------
 # Step times: the GPT, the course's LSTM and torch's fused LSTM, interleaved in one process
