@@ -466,36 +466,34 @@ def annealed_run(point, seed, config):
     return {key.removesuffix(f"_{steps}"): value for key, value in results.items()}
 
 
-PLANNED = {
-    "race_ctx64_annealed": SweepSpec(
-        title="GPT and LSTM, context 64, annealed runs: the GPT at 12000 and 24000 steps, the LSTM at 16000",
-        run=annealed_run,
-        points=[
-            {"model": "gpt", "context": 64, "lr": 1e-3, "steps": 12000},
-            {"model": "gpt", "context": 64, "lr": 1e-3, "steps": 24000},
-            {"model": "lstm", "context": 64, "lr": 2.5e-3, "steps": 16000},
-        ],
-        config={"tokens_per_step": 768, "warmup": 100, "lr_end_fraction": 0.1},
-        smoke={"steps": 8},
-        metrics={key.removesuffix("_1"): unit for key, unit in race_metrics(64, [1]).items()},
-        margins={"race": 0.05},
-        records=[("test_bpc", "gpt_vs_lstm_test_bpc/context64_annealed{steps}/{model}/lr{lr}")],
-        description="The capstone GPT (nanoGPT's baby GPT) against an LSTM of its size (CharLM, two "
-        "layers of 243 units, embeddings of 64, torch's fused nn.LSTM holding the course LSTM's initial "
-        "weights), each trained once per (budget, seed) on steps of 768 characters (12 windows of 64), "
-        "AdamW as GPT_RECIPE with 100 warm-up steps and then a cosine decay of the rate to a tenth over "
-        "the budget: the GPT at 0.001 (its rate chosen on validation in gpt_ctx64_16k) for 12000 and "
-        "24000 steps, the LSTM at 0.0025 (chosen in gpt_vs_lstm_ctx64_long) for 16000. At the end of "
-        "each run: bits per character on the whole validation and test texts, read in windows of the "
-        "context from a fresh state, the test text's by position in the window, and the CPU seconds of "
-        "the process. Margin 'race': the smallest held-out difference (bits per character) that the "
-        "chapter calls a win. 3 seeds. Declared before the run: the LSTM is ahead if its worst seed's "
-        "test value at 16000 beats the GPT's best at 24000 by the margin; a crossing if the GPT's worst "
-        "beats the LSTM's best by the margin; the order is settled at this scale if, besides, the GPT's "
-        "gain from 12000 to 24000 steps (mean validation value) is less than half its remaining gap to "
-        "the LSTM (mean validation, GPT at 24000 minus LSTM at 16000).",
-    )
-}
+SWEEPS["race_ctx64_annealed"] = SweepSpec(
+    title="GPT and LSTM, context 64, annealed runs: the GPT at 12000 and 24000 steps, the LSTM at 16000",
+    run=annealed_run,
+    points=[
+        {"model": "gpt", "context": 64, "lr": 1e-3, "steps": 12000},
+        {"model": "gpt", "context": 64, "lr": 1e-3, "steps": 24000},
+        {"model": "lstm", "context": 64, "lr": 2.5e-3, "steps": 16000},
+    ],
+    config={"tokens_per_step": 768, "warmup": 100, "lr_end_fraction": 0.1},
+    smoke={"steps": 8},
+    metrics={key.removesuffix("_1"): unit for key, unit in race_metrics(64, [1]).items()},
+    margins={"race": 0.05},
+    records=[("test_bpc", "gpt_vs_lstm_test_bpc/context64_annealed{steps}/{model}/lr{lr}")],
+    description="The capstone GPT (nanoGPT's baby GPT) against an LSTM of its size (CharLM, two "
+    "layers of 243 units, embeddings of 64, torch's fused nn.LSTM holding the course LSTM's initial "
+    "weights), each trained once per (budget, seed) on steps of 768 characters (12 windows of 64), "
+    "AdamW as GPT_RECIPE with 100 warm-up steps and then a cosine decay of the rate to a tenth over "
+    "the budget: the GPT at 0.001 (its rate chosen on validation in gpt_ctx64_16k) for 12000 and "
+    "24000 steps, the LSTM at 0.0025 (chosen in gpt_vs_lstm_ctx64_long) for 16000. At the end of "
+    "each run: bits per character on the whole validation and test texts, read in windows of the "
+    "context from a fresh state, the test text's by position in the window, and the CPU seconds of "
+    "the process. Margin 'race': the smallest held-out difference (bits per character) that the "
+    "chapter calls a win. 3 seeds. Declared before the run: the LSTM is ahead if its worst seed's "
+    "test value at 16000 beats the GPT's best at 24000 by the margin; a crossing if the GPT's worst "
+    "beats the LSTM's best by the margin; the order is settled at this scale if, besides, the GPT's "
+    "gain from 12000 to 24000 steps (mean validation value) is less than half its remaining gap to "
+    "the LSTM (mean validation, GPT at 24000 minus LSTM at 16000).",
+)
 
 # ---------------------------------------------------------------------------
 # Step times: the GPT, the course's LSTM and torch's fused LSTM, interleaved in one process
@@ -624,11 +622,11 @@ BENCHMARKS = [
 # 12000 or 16000); a model is ahead if its worst seed's test value beats the other's best by the
 # margin, and the same at 12000 equal steps; otherwise no difference beyond the margin, with the
 # smallest difference the seeds could detect. Planned cost: 3 runs of about 850 CPU s.
-PLANNED["lstm_ctx64_annealed_12k"] = dataclasses.replace(
-    PLANNED["race_ctx64_annealed"],
+SWEEPS["lstm_ctx64_annealed_12k"] = dataclasses.replace(
+    SWEEPS["race_ctx64_annealed"],
     title="The LSTM, context 64, annealed over 12000 steps: GPT and LSTM annealed at equal steps",
     points=[{"model": "lstm", "context": 64, "lr": 2.5e-3, "steps": 12000}],
-    description=PLANNED["race_ctx64_annealed"]
+    description=SWEEPS["race_ctx64_annealed"]
     .description.split(" Declared before the run")[0]
     .replace(
         "the LSTM at 0.0025 (chosen in gpt_vs_lstm_ctx64_long) for 16000", "the LSTM at 0.0025 for 12000"
