@@ -75,14 +75,19 @@ GRADED = [n for n in NAMES if isinstance(REGISTRY[n], (Check, Answer))]
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if isinstance(REGISTRY[n], Goal)])
-def test_a_goal_passes_above_its_bar_and_names_the_usual_reasons_below(name, capsys):
+def test_a_goal_is_measured_names_the_usual_reasons_below_and_refuses_a_typed_number(name, capsys):
+    """Issue 36: the check measures the learner's model; a model that misses fails with the
+    usual reasons, and a typed number earns nothing (not even the bar's own value)."""
     record = REGISTRY[name]
-    missed = examples(name)["missed"]
+    example = examples(name)
     with pytest.raises(ExerciseFailure) as info:
-        record(*missed)
+        record(*example["missed"])
     message = str(info.value)
     assert "the goal is" in message and all(m.message in message for m in record.mistakes)
     assert len(record.hints) >= 2 and record.doc
+    for typed in (example["typed"][0], record.at_least or record.at_most, torch.tensor(0.99)):
+        with pytest.raises(ExerciseFailure, match="got the number"):
+            record(typed)
 
 
 @pytest.mark.parametrize("name", GRADED)

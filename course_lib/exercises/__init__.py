@@ -6,12 +6,15 @@ callable under its public name::
     from course_lib.exercises import check_scaled_dot_score
     check_scaled_dot_score(my_scaled_dot_score)
 
-Three kinds (see ``_engine.py``): :class:`Check` (the learner writes a function, run on the
-check's cases), :class:`Answer` (the learner computes or measures a number) and
-:class:`Prediction` (the learner predicts a number and says why, an experiment measures it, the
-check compares and explains). Every Check and Answer lists typical mistakes by their messages,
-and hints in steps; every Check lists what it puts off limits (the library function or torch
-built-in that the exercise asks the learner to write), refused while the learner's code runs.
+Four kinds (see ``_engine.py``): :class:`Check` (the learner writes a function, run on the
+check's cases), :class:`Answer` (the learner computes or measures a number; the package holds
+only salted hashes of it), :class:`Prediction` (the learner predicts a number and says why, an
+experiment measures it, the check compares and explains) and :class:`Goal` (the check measures
+the learner's trained model on held-out data against a bar). ``variant_seed()`` says which
+variant of the data is in use (``_variant.py``). Every Check and Answer lists typical
+mistakes by their messages, and hints in steps; every Check lists what it puts off limits (the
+library function or torch built-in that the exercise asks the learner to write), refused while
+the learner's code runs.
 
 The cases and expected outputs are data (``data/<check>.pt``): the reference solutions that
 wrote them stay with the grader (``coursekit/grading`` in the course's repository) and are not
@@ -28,7 +31,9 @@ check's name to its record (the tests iterate over it).
 """
 
 from . import (
-                      assignments,
+                      a1,
+                      a2,
+                      a3,
                       attention,
                       debugging,
                       gpt,
@@ -56,13 +61,14 @@ from ._engine import (
                       require_passed,
 )
 from ._forbid import AUTOGRAD, Forbidden
+from ._variant import variant_seed
 
 CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05": attention,
             "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt,
-            "11": tokens, "assignments": assignments,
+            "11": tokens, "a1": a1, "a2": a2, "a3": a3,
             "debugging": debugging}
 
 globals().update(REGISTRY)  # every check under its public name: check_scaled_dot_score, ...
 __all__ = ["AUTOGRAD", "CHAPTERS", "REGISTRY", "Answer", "Check", "CheckResult", "ExerciseFailure",
            "ExerciseNotAttempted", "Forbidden", "Goal", "Mistake", "Prediction", "require_passed",
-           "within", *REGISTRY]
+           "variant_seed", "within", *REGISTRY]

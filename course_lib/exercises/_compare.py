@@ -155,12 +155,50 @@ class Tolerance:
             return abs(value - target) <= self.abs
         return value > 0 and target > 0 and max(value / target, target / value) <= self.factor
 
+    # An Answer's data stores salted hashes of the grid cells that the accepted interval around
+    # the expected value touches, never the value (issue 36). Cells are an eighth of the
+    # tolerance wide (on a log scale for rel and factor), so a number is accepted when it is
+    # within the tolerance, and refused when it is more than 1.125 tolerances away.
+    CELLS = 8
+
+    def _scale(self, value: float) -> tuple[str, float, float]:
+        """(sign, position on the cells' axis, cell width) of ``value``."""
+        if self.abs is not None:
+            return "", value, self.abs / self.CELLS
+        if value == 0 or (self.factor is not None and value < 0):
+            return ("zero" if value == 0 else "negative"), 0.0, 1.0
+        width = (math.log1p(self.rel) if self.rel is not None else math.log(self.factor)) / self.CELLS
+        return ("-" if value < 0 else "+"), math.log(abs(value)), width
+
+    def cell(self, value: float) -> str:
+        """The grid cell of ``value``."""
+        sign, x, width = self._scale(value)
+        return f"{sign}{math.floor(x / width)}"
+
+    def cells(self, value: float) -> list[str]:
+        """The cells that the numbers within the tolerance of ``value`` fall in."""
+        sign, x, width = self._scale(value)
+        if sign in ("zero", "negative"):
+            return [sign]
+        if self.rel is not None:
+            low, high = x + math.log1p(-min(self.rel, 0.999)), x + math.log1p(self.rel)
+        else:
+            low, high = x - width * self.CELLS, x + width * self.CELLS
+        return [f"{sign}{k}" for k in range(math.floor(low / width), math.floor(high / width) + 1)]
+
     def __str__(self) -> str:
         if self.rel is not None:
             return f"within {self.rel:.0%}"
         if self.abs is not None:
             return f"within ±{self.abs:g}"
         return f"within a factor of {self.factor:g}"
+
+
+def digest(salt: str, cell: str) -> str:
+    """A salted hash of a grid cell (see :meth:`Tolerance.cell`)."""
+    import hashlib
+
+    return hashlib.sha256(f"{salt}|{cell}".encode()).hexdigest()[:20]
 
 
 def within(rel: float | None = None, abs: float | None = None,

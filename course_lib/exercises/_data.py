@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from . import _variant
+
 __all__ = ["DATA_DIR", "FORMAT", "build", "decode", "encode", "read", "write"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -98,21 +100,31 @@ def decode(x: Any) -> Any:
 
 
 def path_of(name: str) -> Path:
+    """Where the data of ``name`` is read from: the active variant's folder when it holds it
+    (``_variant.py``), else the package's."""
+    folder = _variant.data_dir()
+    if folder is not None and (folder / f"{name}.pt").is_file():
+        return folder / f"{name}.pt"
     return DATA_DIR / f"{name}.pt"
 
 
-def write(name: str, data: dict) -> Path:
-    """Store ``data`` (already encoded) as the data of the check ``name``."""
-    DATA_DIR.mkdir(exist_ok=True)
-    path = path_of(name)
+def write(name: str, data: dict, folder: Path | None = None) -> Path:
+    """Store ``data`` (already encoded) as the data of the check ``name`` (in ``folder``, a
+    variant's, or the package's)."""
+    folder = Path(folder) if folder is not None else DATA_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.pt"
     torch.save({"format": FORMAT, "name": name, **data}, path)
     return path
 
 
-@cache
 def read(name: str) -> dict:
-    """The stored data of the check ``name`` (read once per session)."""
-    path = path_of(name)
+    """The stored data of the check ``name`` (each file read once per session)."""
+    return _read_file(path_of(name), name)
+
+
+@cache
+def _read_file(path: Path, name: str) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: the expected outputs of {name} are written by "
                                 "`python -m coursekit.grading data` in the course's repository.")

@@ -28,9 +28,10 @@ from typing import Any
 
 import torch
 
-from ._compare import Tolerance, as_number, compare, describe, named
+from ._compare import Tolerance, as_number, compare, describe, digest, named
 from ._data import decode, read
 from ._forbid import Forbidden, guard
+from ._variant import goal_seed
 
 __all__ = ["Answer", "Check", "CheckResult", "ExerciseFailure", "ExerciseNotAttempted",
            "Forbidden", "Goal", "Mistake", "Prediction", "REGISTRY", "RunCase", "WrongResult",
@@ -361,22 +362,29 @@ class Answer(_Record):
         value = as_number(answer)
         if value is None:
             raise self._failure(f"expected a number ({self.quantity}), got {describe(answer)}.")
-        expected, wrong = self.values()
-        if self.tolerance.accepts(value, expected):
-            return self._passed(f"✓ {self.name}: {value:g} is {self.tolerance} of {expected:g}, "
-                                f"{self.quantity}.")
-        side = "too high" if value > expected else "too low"
-        cause = next((m.message for m, w in zip(self.mistakes, wrong)
-                      if self.tolerance.accepts(value, w)), None)
-        raise self._failure(f"{value:g} is not {self.tolerance} of {self.quantity} (it is {side}).",
-                            cause=cause)
+        if _SOURCE is not None:  # the grader's hidden test: the reference's numbers, live
+            expected, wrong = _SOURCE(self)
+            right = self.tolerance.accepts(value, expected)
+            cause = next((m.message for m, w in zip(self.mistakes, wrong)
+                          if self.tolerance.accepts(value, w)), None)
+        else:  # the learner's package holds salted hashes of the numbers, never the numbers
+            data = read(self.name)
+            mine = digest(data["salt"], self.tolerance.cell(value))
+            right = mine in data["expected"]
+            cause = next((m.message for m, w in zip(self.mistakes, data["mistakes"]) if mine in w),
+                         None)
+        if right:
+            return self._passed(f"✓ {self.name}: {value:g} is right ({self.tolerance} of "
+                                f"{self.quantity}).")
+        raise self._failure(f"{value:g} is not {self.tolerance} of {self.quantity}.", cause=cause)
 
     def values(self) -> tuple[float, list[float]]:
-        """(the expected number, the numbers of the mistakes), from the data or the grader."""
-        if _SOURCE is not None:
-            return _SOURCE(self)
-        data = read(self.name)
-        return data["expected"], list(data["mistakes"])
+        """(the expected number, the numbers of the mistakes): the grader's hidden source only
+        (the learner's data holds hashes)."""
+        if _SOURCE is None:
+            raise RuntimeError(f"{self.name}: the expected number is the grader's; the data "
+                               "holds only salted hashes of it")
+        return _SOURCE(self)
 
 
 # --------------------------------------------------------------------------------------
@@ -468,13 +476,19 @@ def _gap(p: float, m: float, tolerance: Tolerance) -> str:
 # --------------------------------------------------------------------------------------
 @dataclass(eq=False, repr=False)
 class Goal(_Record):
-    """``check(value)``: a result measured on what the learner built (a held-out accuracy, a
-    loss) must reach ``at_least`` (or stay at or below ``at_most``). The bar is set well below
-    what a correct build reaches in the same budget on every seed tried (the record's ``doc``
-    says how far), so that a correct build passes on any CPU.
+    """``check(obj)``: the check measures what the learner built (a held-out accuracy, bits per
+    character) and compares it with a bar: ``at_least`` (or ``at_most``). The learner hands in
+    the object measured (``expects`` says what: a trained model, a decoding function), never a
+    number: a typed number earns nothing (issue 36).
 
-    quantity: what the value is; mistakes: messages for typical reasons a build misses the bar
-    (shown all together on a miss: no single number tells them apart).
+    measure: ``measure(obj, seed) -> float``, public code that draws the held-out set from
+    ``seed`` (the variant's visible goal seed in the learner's notebook, a secret one under the
+    grader's hidden tests), runs the learner's model on it and returns the metric; it raises
+    :class:`WrongResult` when ``obj`` has the wrong form. forbidden: refused while the
+    learner's code runs inside the measurement. The bar is set well below what a correct build
+    reaches in the same budget on every seed tried (the record's ``doc`` says how far), so that
+    a correct build passes on any CPU. mistakes: messages for typical reasons a build misses
+    the bar (shown all together on a miss: no single number tells them apart).
     """
 
     name: str
@@ -482,31 +496,63 @@ class Goal(_Record):
     _: KW_ONLY
     quantity: str
     hints: Sequence[str]
+    measure: Callable[[Any, int], float]
+    expects: str
     at_least: float | None = None
     at_most: float | None = None
     mistakes: Sequence[Mistake] = ()
+    forbidden: Sequence[Forbidden] = ()
     kind = "goal"
 
     def __post_init__(self):
         if (self.at_least is None) == (self.at_most is None):
             raise ValueError(f"{self.name}: give exactly one of at_least and at_most")
+        if not callable(self.measure) or not self.expects:
+            raise ValueError(f"{self.name}: a goal measures the learner's object itself: give "
+                             "measure(obj, seed) and say what obj is (expects=...)")
         self._register()
 
-    def __call__(self, value: Any) -> CheckResult:
+    def __call__(self, obj: Any) -> CheckResult:
         self._start()
-        if value is None or value is Ellipsis:
-            raise ExerciseNotAttempted(f"{self.name}: no result yet: run the cells above that "
-                                       f"measure {self.quantity}, then this check.")
+        if obj is None or obj is Ellipsis:
+            raise ExerciseNotAttempted(f"{self.name}: nothing to measure yet: pass {self.expects} "
+                                       "(run the cells above that build and train it first).")
+        if as_number(obj) is not None or isinstance(obj, (str, bool)):
+            raise self._failure(
+                f"got the number {describe(obj)}: this check measures {self.quantity} itself, on "
+                f"held-out data, from {self.expects}; pass that, not a number.")
+        hidden = _SOURCE is not None
+        seed = _SOURCE(self) if hidden else goal_seed()
+        with guard(self.forbidden) as refused:
+            try:
+                value, error = self.measure(obj, seed), None
+            except Exception as exc:
+                value, error = None, exc
+        if refused:
+            names = ", ".join(dict.fromkeys(f.name for f in self.forbidden))
+            raise self._failure(f"your model called {refused[0].name}, which this assignment puts "
+                                "off limits.", f"It asks you to write it yourself (off limits: "
+                                f"{names}).")
+        if isinstance(error, NotImplementedError):
+            raise ExerciseNotAttempted(f"{self.name}: part of your model is not implemented yet: "
+                                       "finish the parts above first.") from error
+        if isinstance(error, WrongResult):
+            raise self._failure(str(error)) from None
+        if error is not None:
+            raise self._failure(f"measuring {self.expects} raised {type(error).__name__}: {error}"
+                                f"{_learner_frame(error)}") from error
         v = as_number(value)
         if v is None:
-            raise self._failure(f"expected a number ({self.quantity}), got {describe(value)}.")
+            raise self._failure(f"the measurement gave {describe(value)}, not a number.")
         bar = self.at_least if self.at_least is not None else self.at_most
         reached = v >= bar if self.at_least is not None else v <= bar
         side = "at least" if self.at_least is not None else "at most"
+        where = "the grader's hidden held-out set" if hidden else "the held-out set"
         if reached:
-            return self._passed(f"✓ {self.name}: {self.quantity} {v:.4g}, the goal is {side} {bar:g}.")
+            return self._passed(f"✓ {self.name}: {self.quantity} {v:.4g} on {where}, the goal is "
+                                f"{side} {bar:g}.")
         causes = "; ".join(m.message for m in self.mistakes) or None
-        raise self._failure(f"{self.quantity} is {v:.4g}; the goal is {side} {bar:g}.",
+        raise self._failure(f"{self.quantity} is {v:.4g} on {where}; the goal is {side} {bar:g}.",
                             cause=causes)
 
 

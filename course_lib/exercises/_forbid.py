@@ -16,12 +16,31 @@ function are all caught; a C function (``F.scaled_dot_product_attention``) by it
 call raises :class:`ForbiddenCall`, and the guard also remembers it, so that a learner's
 ``try: ... except Exception`` cannot hide it. The check then fails with a message that says the
 exercise asks the learner to write it.
+
+Refusal is by class, not by name (issue 36):
+
+* a **module** target (``Forbidden("course_lib.transformer")``) refuses every function of the
+  module and every method of every class defined in it, and a **class** target refuses all of
+  the class's own methods, construction included: a subclass or a wrapper of a course class
+  runs one of them, so it is refused too;
+* an **aten** target (``Forbidden(aten=("nll_loss_forward", "nll_loss_nd", ...))``) refuses an
+  operator however it is reached: any torch C function of that name (``torch.gru_cell``,
+  ``torch._VF.gru_cell``, ``torch.ops.aten.gru_cell``, ``torch._C._nn.nll_loss_nd``) and, through
+  a ``TorchDispatchMode``, the operator itself when a library function reaches it from C++
+  (``F.cross_entropy`` reaches ``aten::nll_loss_forward``);
+* :data:`AUTOGRAD` refuses every route to automatic differentiation: reverse mode through the
+  engine itself (``backward()``, ``autograd.grad``, ``torch.autograd.functional``, a direct call
+  of the engine), forward mode (dual numbers, ``torch.func.jvp``/``jacfwd``) and torch.func's
+  transforms (``grad``, ``vjp``, ``jacrev``). Finite differences are not automatic
+  differentiation and are not refused (a check that needs exact gradients compares to 1e-4).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,28 +58,43 @@ class ForbiddenCall(RuntimeError):
 class Forbidden:
     """One thing off limits while the learner's function runs.
 
-    target: dotted path of a function, a method (``"torch.nn.MultiheadAttention.forward"``) or a
-    C function (``"torch.nn.functional.scaled_dot_product_attention"``); a class means its
-    ``forward``. label: how the message names it (default: the target). when: for Python
-    functions, a test of the call's arguments (a dict, as the function sees them); the call is
-    refused only if it returns True. outside_torch: for C functions, refuse only calls made from
-    outside_torch: refuse only calls made from code outside torch's own package (torch calls
-    some of them itself, e.g. ``torch.no_grad()`` restores grad mode when it exits).
+    target: dotted path of a function, a method (``"torch.nn.MultiheadAttention.forward"``), a C
+    function (``"torch.nn.functional.scaled_dot_product_attention"``), a class (all its own
+    methods) or a module (all its functions and classes). aten: names of torch operators (see
+    the module's docstring). label: how the message names it (default: the target). when: for
+    Python functions, a test of the call's arguments (a dict, as the function sees them); for
+    aten operators, of the operator's positional arguments as dispatch sees them (a tuple), and
+    then only dispatch refuses them; the call is refused only if it returns True.
+    outside_torch: for C functions, refuse only calls made from code outside torch's own
+    package (torch calls some of them itself, e.g. ``torch.no_grad()`` restores grad mode when
+    it exits; ``torch.ops.aten.X`` counts as outside).
     """
 
-    target: str
+    target: str = ""
     label: str | None = None
     when: Callable[[dict], bool] | None = None
     outside_torch: bool = False
+    aten: tuple[str, ...] | str = ()
+
+    def __post_init__(self):
+        if isinstance(self.aten, str):
+            object.__setattr__(self, "aten", (self.aten,))
+        if not self.target and not self.aten:
+            raise ValueError("Forbidden needs a target (a dotted path) or aten operator names")
 
     @property
     def name(self) -> str:
-        return self.label or self.target
+        return self.label or self.target or "torch's " + " / ".join(f"aten::{n}" for n in self.aten)
 
 
 # Autograd in every form: what a "by hand" exercise cannot use. Turning grad mode OFF stays
 # allowed (the checks run such functions under torch.no_grad()).
 AUTOGRAD = (
+    # every reverse-mode route ends in the engine's run_backward; forward mode makes dual numbers;
+    # torch.func's transforms enter their own nesting levels: refused by the C functions' names.
+    Forbidden(label="automatic differentiation (the autograd engine, forward mode, torch.func)",
+              aten=("run_backward", "_make_dual", "_enter_dual_level", "_grad_increment_nesting",
+                    "_jvp_increment_nesting")),
     Forbidden("torch.autograd.grad"),
     Forbidden("torch.autograd.backward"),
     Forbidden("torch.Tensor.backward", label="Tensor.backward()"),
@@ -75,6 +109,9 @@ AUTOGRAD = (
     Forbidden("torch.func.grad"),
     Forbidden("torch.func.vjp"),
     Forbidden("torch.func.jacrev"),
+    Forbidden("torch.func.jacfwd"),
+    Forbidden("torch.func.jvp"),
+    Forbidden("torch.autograd.forward_ad.make_dual", label="forward-mode autograd (make_dual)"),
 )
 
 
@@ -93,14 +130,42 @@ def resolve(target: str) -> Any:
 
 
 def _codes(obj: Any) -> list:
-    """The code object that runs ``obj``'s own body (a function, maybe wrapped): the innermost
-    one. A decorator's wrapper is left out: its code is shared by every function it decorates
-    (torch.no_grad's wrapper runs for GPT.generate and decoding.decode alike), so watching it
-    would refuse, and name, the wrong function."""
+    """The code objects to watch for ``obj``: for a function (maybe wrapped), the one that runs
+    its own body, the innermost; for a class, those of all its own methods (construction
+    included); for a module, those of its functions and of its classes' methods. A decorator's
+    wrapper is left out: its code is shared by every function it decorates (torch.no_grad's
+    wrapper runs for GPT.generate and decoding.decode alike), so watching it would refuse, and
+    name, the wrong function."""
+    if isinstance(obj, types.ModuleType):
+        return [code for value in vars(obj).values()
+                if getattr(value, "__module__", None) == obj.__name__
+                for code in _codes_of_member(value)]
     if isinstance(obj, type):
-        if not hasattr(obj, "forward"):
-            raise ValueError(f"{obj.__name__} has no forward: name the method to forbid")
-        obj = obj.forward
+        return _class_codes(obj)
+    return _function_code(obj)
+
+
+def _codes_of_member(value: Any) -> list:
+    if isinstance(value, type):
+        return _class_codes(value)
+    if callable(value):
+        return _function_code(value)
+    return []
+
+
+def _class_codes(cls: type) -> list:
+    codes = []
+    for member in vars(cls).values():
+        if isinstance(member, (staticmethod, classmethod)):
+            member = member.__func__
+        elif isinstance(member, property):
+            member = member.fget
+        if callable(member) and not isinstance(member, type):
+            codes += _function_code(member)
+    return codes
+
+
+def _function_code(obj: Any) -> list:
     codes = []
     while obj is not None:
         fn = getattr(obj, "__func__", obj)
@@ -114,6 +179,7 @@ def _codes(obj: Any) -> list:
 class _Watch:
     codes: dict = field(default_factory=dict)  # code object -> Forbidden
     builtins: dict = field(default_factory=dict)  # id(C function) -> (Forbidden, the function)
+    names: dict = field(default_factory=dict)  # name of a torch C function / aten op -> Forbidden
     seen: list = field(default_factory=list)  # the Forbidden entries that were called
 
     def hook(self, frame, event, arg):
@@ -135,10 +201,48 @@ class _Watch:
                 spec = entry[0]
                 if not (spec.outside_torch and _in_torch(frame.f_code.co_filename)):
                     self._refuse(spec)
+            spec = self.names.get(getattr(arg, "__name__", None))
+            if (
+                spec is not None
+                and spec.when is None  # a test of the arguments is made where they are seen: dispatch
+                and _is_torch_builtin(arg)
+                and not (spec.outside_torch and _in_torch(frame.f_code.co_filename)
+                         and not frame.f_code.co_filename.endswith("_ops.py"))
+            ):
+                self._refuse(spec)
 
     def _refuse(self, spec: Forbidden):
         self.seen.append(spec)
         raise ForbiddenCall(f"{spec.name} is off limits in this exercise")
+
+
+def _is_torch_builtin(fn) -> bool:
+    """Whether a C function belongs to torch (a function of torch's C modules, or a method of
+    one of its C classes such as the autograd engine)."""
+    module = getattr(fn, "__module__", None) or type(getattr(fn, "__self__", None)).__module__
+    return isinstance(module, str) and module.startswith("torch")
+
+
+def _aten_mode(watch: _Watch):
+    """A TorchDispatchMode that refuses the watched aten operators when they reach dispatch (from
+    Python or from C++: F.cross_entropy reaches aten::nll_loss_forward inside torch)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class AtenWatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            spec = watch.names.get(func.overloadpacket.__name__)
+            if spec is not None and (spec.when is None or _aten_applies(spec, args)):
+                watch._refuse(spec)
+            return func(*args, **(kwargs or {}))
+
+    return AtenWatch()
+
+
+def _aten_applies(spec: Forbidden, args: tuple) -> bool:
+    try:
+        return bool(spec.when(args))
+    except Exception:
+        return False
 
 
 def _applies(spec: Forbidden, frame) -> bool:
@@ -168,18 +272,23 @@ def guard(forbidden: Sequence[Forbidden]) -> Iterator[list]:
     called (empty if none). Nothing is watched when ``forbidden`` is empty."""
     watch = _Watch()
     for spec in forbidden:
+        watch.names.update((name, spec) for name in spec.aten)
+        if not spec.target:
+            continue
         obj = resolve(spec.target)
         codes = _codes(obj)
         if codes:
             watch.codes.update((code, spec) for code in codes)
-        else:
+        elif not isinstance(obj, (type, types.ModuleType)):
             watch.builtins[id(obj)] = (spec, obj)
-    if not watch.codes and not watch.builtins:
+    if not watch.codes and not watch.builtins and not watch.names:
         yield watch.seen
         return
     previous = sys.getprofile()
+    mode = _aten_mode(watch) if watch.names else contextlib.nullcontext()
     sys.setprofile(watch.hook)
     try:
-        yield watch.seen
+        with mode:
+            yield watch.seen
     finally:
         sys.setprofile(previous)

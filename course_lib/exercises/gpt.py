@@ -82,7 +82,8 @@ check_kv_cache_step = Check(
            "Is a mask needed when the keys hold only the past and the present? Finish as "
            "multi-head attention does, and return what the next call needs."],
     forbidden=(Forbidden("course_lib.gpt.kv_cache_step"),
-               Forbidden("course_lib.gpt.CausalSelfAttention", label="attn(x_t, cache) (its forward)"),
+               Forbidden("course_lib.gpt.CausalSelfAttention.forward",
+                         label="attn(x_t, cache) (its forward)"),
                Forbidden("course_lib.multihead.KVCache.extend", label="course_lib.multihead.KVCache"),
                *SDPA),
 )

@@ -89,7 +89,8 @@ check_multihead_forward = Check(
            "Split each projection into h heads of d_k = d_model // h and run scaled dot-product "
            "attention in every head at once.",
            "Merge the heads back and apply the output projection; return the per-head weights."],
-    forbidden=(Forbidden("course_lib.multihead.MultiHeadAttention"),
+    forbidden=(Forbidden("course_lib.multihead.MultiHeadAttention.forward",
+                         label="course_lib.multihead.MultiHeadAttention"),
                Forbidden("torch.nn.functional.multi_head_attention_forward"),
                Forbidden("torch.nn.MultiheadAttention")),
 )
@@ -119,7 +120,8 @@ check_multi_query_attention = Check(
            "serves every query head with them in the same products as before.",
            "After the softmax and the product with the values, merge the heads as Concat does and "
            "apply w_o; mask the scores with -inf where the mask is False."],
-    forbidden=(Forbidden("course_lib.multihead.MultiHeadAttention"),
+    forbidden=(Forbidden("course_lib.multihead.MultiHeadAttention.forward",
+                         label="course_lib.multihead.MultiHeadAttention"),
                Forbidden("torch.nn.functional.multi_head_attention_forward"), *SDPA),
 )
 

@@ -37,6 +37,12 @@ check_sequence_loss = Check(
     forbidden=(Forbidden("torch.nn.functional.cross_entropy",
                          label="F.cross_entropy(..., ignore_index=...)",
                          when=lambda args: args["ignore_index"] != -100),
+               # every other loss that ignores an index (F.nll_loss, pads remapped to -100,
+               # torch._C._nn, torch.ops.aten), refused where it reaches the operator: when a
+               # target equals the index it ignores
+               Forbidden(label="a torch loss that ignores an index",
+                         aten=("nll_loss_forward", "nll_loss2d_forward"),
+                         when=lambda a: bool((a[1] == a[4]).any())),
                Forbidden("course_lib.seq2seq.seq2seq_loss")),
 )
 

@@ -188,6 +188,8 @@ check_label_smoothed_loss = Check(
     forbidden=(Forbidden("torch.nn.functional.cross_entropy",
                          label="F.cross_entropy(..., label_smoothing=...)",
                          when=lambda args: args["label_smoothing"] > 0),
+               Forbidden(label="torch's cross_entropy_loss operator (torch._C._nn, torch.ops.aten)",
+                         aten="cross_entropy_loss", outside_torch=True),
                Forbidden("course_lib.recipes.transformer_loss")),
 )
 

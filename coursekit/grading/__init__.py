@@ -15,7 +15,18 @@ function that looks its answers up in the stored data fails.
 
 from .data import check_data, make_data, write_data
 from .hidden import hidden_cases
-from .references import REFERENCES, AnswerReference, Case, Reference, _load_checks, examples, lib, load, randn
+from .references import (
+    REFERENCES,
+    AnswerReference,
+    Case,
+    GoalReference,
+    Reference,
+    _load_checks,
+    examples,
+    lib,
+    load,
+    randn,
+)
 
 _load_checks()
 
@@ -23,6 +34,7 @@ __all__ = [
     "REFERENCES",
     "AnswerReference",
     "Case",
+    "GoalReference",
     "Reference",
     "check_data",
     "examples",

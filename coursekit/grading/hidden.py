@@ -18,16 +18,19 @@ import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from course_lib.exercises import Answer, Check
+from course_lib.exercises import Answer, Check, Goal
 from course_lib.exercises._engine import RunCase, set_case_source
 
 from .data import outcome
 from .references import REFERENCES, make_cases
+from .variants import goal_hidden_seed
 
 __all__ = ["hidden_cases"]
 
 
 def _source(record):
+    if isinstance(record, Goal):  # the seed of the hidden held-out set
+        return goal_hidden_seed()
     ref = REFERENCES[record.name]
     if isinstance(record, Answer):
         return float(ref.value()), [float(fn()) for fn in ref.mistakes]

@@ -29,11 +29,16 @@ from typing import Any
 import torch
 
 from course_lib.exercises import REGISTRY, Answer, Check, Goal, Prediction
+from course_lib.exercises._variant import variant_seed
+
+from .variants import HIDDEN_SEED_OFFSET, hidden_offset
 
 __all__ = [
+    "HIDDEN_SEED_OFFSET",
     "REFERENCES",
     "AnswerReference",
     "Case",
+    "GoalReference",
     "Reference",
     "examples",
     "lib",
@@ -43,7 +48,6 @@ __all__ = [
     "stub",
 ]
 
-HIDDEN_SEED_OFFSET = 1000
 
 
 class Case:
@@ -70,10 +74,20 @@ class AnswerReference:
     mistakes: Sequence[Callable[[], float]] = field(default_factory=list)
 
 
-REFERENCES: dict[str, Reference | AnswerReference] = {}
+@dataclass
+class GoalReference:
+    """For a :class:`~course_lib.exercises.Goal`: ``passing()`` builds an object a correct
+    build hands in (e.g. the reference model, trained), ``missing()`` one that misses the bar
+    (e.g. the same model untrained). The tests measure both."""
+
+    passing: Callable[[], Any]
+    missing: Callable[[], Any]
 
 
-def register(name: str, reference: Reference | AnswerReference) -> None:
+REFERENCES: dict[str, Reference | AnswerReference | GoalReference] = {}
+
+
+def register(name: str, reference: Reference | AnswerReference | GoalReference) -> None:
     if name in REFERENCES:
         raise ValueError(f"two references for {name}")
     REFERENCES[name] = reference
@@ -81,9 +95,10 @@ def register(name: str, reference: Reference | AnswerReference) -> None:
 
 def make_cases(name: str, hidden: bool = False) -> list[Case]:
     """The cases of check ``name`` (its hidden ones with ``hidden``), seeded, without touching
-    the global random state."""
+    the global random state. The seed moves with the variant (``variants.py``): the visible
+    cases with its public seed, the hidden ones with its secret one."""
     ref = REFERENCES[name]
-    seed = ref.seed + (HIDDEN_SEED_OFFSET if hidden else 0)
+    seed = ref.seed + (hidden_offset() if hidden else variant_seed())
     make = ref.hidden if hidden and ref.hidden is not None else ref.cases
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -115,9 +130,8 @@ def examples(name: str) -> dict:
         }
     if isinstance(record, Goal):
         bar = record.at_least if record.at_least is not None else record.at_most
-        step = abs(bar) * 0.1 + 0.01
-        good, bad = (bar + step, bar - step) if record.at_least is not None else (bar - step, bar + step)
-        return {"right": (good,), "stub": (None,), "mistakes": [], "shortcuts": [], "missed": (bad,)}
+        return {"right": (ref.passing(),), "stub": (None,), "mistakes": [], "shortcuts": [],
+                "missed": (ref.missing(),), "typed": (bar * 1.5 if record.at_least else bar / 2,)}
     if isinstance(record, Prediction):
         e = record.example
         return {

@@ -1,0 +1,1 @@
+"""Checks of assignment 1 (records added by its author)."""

@@ -1,0 +1,1 @@
+"""Checks of assignment 2 (records added by its author)."""

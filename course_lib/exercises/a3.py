@@ -1,0 +1,1 @@
+"""Checks of assignment 3 (records added by its author)."""

@@ -1,0 +1,1 @@
+"""References of assignment 1 (added by its author)."""

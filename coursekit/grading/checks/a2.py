@@ -1,0 +1,1 @@
+"""References of assignment 2 (added by its author)."""

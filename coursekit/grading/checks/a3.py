@@ -1,0 +1,1 @@
+"""References of assignment 3 (added by its author)."""
