@@ -5,6 +5,8 @@
     python benchmarks/sweep.py NAME                     # run it with its default seeds
     python benchmarks/sweep.py NAME --seeds 0 1 2 3 4   # other seeds
     python benchmarks/sweep.py NAME --jobs 2            # two runs side by side (one per core)
+    python benchmarks/sweep.py NAME --scheduler tcp://HOST:8786   # on an existing Dask cluster
+    python benchmarks/sweep.py NAME --serial            # one run after the other, in this process
     python benchmarks/sweep.py --rebless [NAME ...]     # stale by code only: re-trace, compare the canary
     python benchmarks/sweep.py --rebless NAME --against REF  # made on another CPU vendor: compare
                                                         # the smoke runs of commit REF and of now, here
@@ -29,11 +31,21 @@ hashes with a note of what changed (seconds); a different canary means: re-run t
 made on another CPU vendor's kernels cannot have its canary re-run here: `--rebless NAME --against
 REF` compares instead the smoke runs of the code at commit REF (where the sweep is fresh) and of
 the code now, both here; identical, it records the new hashes and keeps the sweep's canary.
+
+The runs are tasks of a dask.distributed cluster (benchmarks/engine.py): a LocalCluster of --jobs
+worker processes (one thread each), or the cluster of an existing scheduler (--scheduler; its
+workers load the preload benchmarks/sweep_worker.py, which pins the kernels). Each finished run is
+written at once to benchmarks/.runs/NAME/ (one JSON per run, never committed), keyed by a hash of
+the smoke runs' provenance and canary, the spec and the kernels: the same command, run again after
+an interruption, runs only the runs missing under this code and writes the same file (all but the
+fields that describe the execution: EXECUTION). A run that raises is named with its point and
+seed; the others go on, and the sweep exits 1 without writing the file. benchmarks/ENGINE.md.
 """
 
 import argparse
 import concurrent.futures
 import datetime
+import functools
 import importlib
 import json
 import multiprocessing
@@ -42,7 +54,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,12 +67,14 @@ import kernels  # noqa: E402 (after the sys.path lines)
 if "torch" not in sys.modules:
     kernels.pin()  # before torch starts
 
+import engine  # noqa: E402
 import provenance  # noqa: E402
 import torch  # noqa: E402
 
 from course_lib.evidence import SCHEMA, Sweep, kernel_set, read_sweep  # noqa: E402
 
 SWEEP_DIR = ROOT / "course_lib" / "sweeps"
+RUNS_DIR = ROOT / "benchmarks" / ".runs"  # the records of finished runs (engine.RunStore), ignored by git
 TIMING_UNITS = {"s", "ms"}
 SPEC_FIELDS = ["config", "points", "metrics", "margins", "version"]  # recorded as they were
 
@@ -214,54 +227,50 @@ def git_commit():
         return None
 
 
-def _run_registered(name, point, seed, config):
-    """_run_one for the registered (or planned) sweep `name` (what a --jobs worker process runs)."""
-    return _run_one(name, {**planned_sweeps(), **registered_sweeps()}[name], point, seed, config)
-
-
 def run_threads(config):
     """The torch threads of each run of a sweep: its config's "threads", else 1."""
     return config.get("threads", 1)
 
 
-def _run_one(name, spec, point, seed, config):
-    """One (point, seed) of `spec`, on run_threads(config) torch threads -> (results, seconds)."""
-    torch.set_num_threads(run_threads(config))
-    t0 = time.perf_counter()
-    results = {k: float(v) for k, v in spec.run(dict(point), seed, config).items()}
-    missing = set(spec.metrics) - set(results)
-    if missing:
-        raise ValueError(f"{name}: run() returned no {sorted(missing)} for {point}, seed {seed}")
-    return results, round(time.perf_counter() - t0, 3)
+def run_grid(name, spec, grid, config, jobs=1, show=True, engine_address="serial"):
+    """Run every (point, seed) of `grid` -> [(results, seconds)], in grid order; raises
+    engine.SweepFailed naming the runs that raised, after the others finished. engine_address:
+    as run_records."""
+    records, failures, _ = run_records(name, spec, grid, config, jobs, engine_address, show=show)
+    if failures:
+        raise engine.SweepFailed(name, failures)
+    return [(r["results"], r["seconds"]) for r in records]
 
 
-def run_grid(name, spec, grid, config, jobs=1, show=True):
-    """Run every (point, seed) of `grid` (`jobs` processes side by side) -> [(results, seconds)]."""
-    out = [None] * len(grid)
-
-    def done(i, results, seconds):
-        out[i] = (results, seconds)
-        if show:
-            point, seed = grid[i]
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in results.items())
-            print(f"  {point} seed {seed}: {shown}  ({seconds:.1f} s)", flush=True)
-
-    threads = torch.get_num_threads()
-    try:
-        if jobs == 1:
-            for i, (point, seed) in enumerate(grid):
-                done(i, *_run_one(name, spec, point, seed, config))
-        else:
-            context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-                futures = {
-                    pool.submit(_run_registered, name, p, s, config): i for i, (p, s) in enumerate(grid)
-                }
-                for future in concurrent.futures.as_completed(futures):
-                    done(futures[future], *future.result())
-    finally:
-        torch.set_num_threads(threads)
-    return out
+def run_records(name, spec, grid, config, jobs=1, engine_address="serial", **options):
+    """engine.run_all -> (records, failures, runs side by side), on the engine `engine_address`
+    names: "serial" (one run after the other in this process; with jobs > 1, as "local"), "local"
+    (a LocalCluster of `jobs` worker processes) or a scheduler's address (tcp://HOST:8786).
+    options: engine.run_all's (store, expect, this_session, show)."""
+    run_all = functools.partial(engine.run_all, name, spec.run, grid, config, spec.metrics, **options)
+    if engine_address == "serial" and jobs == 1:
+        return (*run_all(), 1)
+    scheduler = None if engine_address in ("serial", "local") else engine_address
+    with engine.connect(scheduler, jobs) as client:
+        threads = sum(client.nthreads().values())
+        if options.get("show", True):
+            where = f"the scheduler {scheduler}" if scheduler else "a LocalCluster"
+            print(f"  {len(client.nthreads())} Dask worker(s), {threads} thread(s), on {where}", flush=True)
+            print(f"  dashboard: {engine.dashboard(client)}", flush=True)
+        expect = options.get("expect")
+        if expect is not None:
+            other = [
+                (w, k)
+                for w, k in engine.worker_kernels(client).items()
+                if dict(k, threads=expect["threads"]) != expect
+            ]
+            if other:
+                why = [
+                    ("every point", "every seed", f"worker {w} computes with {k}, not {expect}")
+                    for w, k in other
+                ]
+                raise engine.SweepFailed(name, why)
+        return (*run_all(client=client), threads)
 
 
 def machine(jobs, threads=1):
@@ -304,15 +313,59 @@ def write(data, out_dir=SWEEP_DIR):
     return path
 
 
-def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
-    """Trace the smoke runs, run every (point, seed) of `spec`, then write out_dir/NAME.json."""
-    start = time.perf_counter()
+# The fields of a sweep's file that describe its execution (when, where, how long), not its numbers:
+# a sweep resumed after an interruption, or run on another engine, differs from an uninterrupted
+# one in these only. runs[i]["seconds"] is each run's own measured time (from its record).
+EXECUTION = ("wall_seconds", "machine", "date", "git_commit")
+
+
+def comparable(data):
+    """The sweep file `data` without EXECUTION and the runs' seconds: what must be bit-identical."""
+    kept = {k: v for k, v in data.items() if k not in EXECUTION}
+    kept["runs"] = [{k: v for k, v in run.items() if k != "seconds"} for run in data["runs"]]
+    return json.dumps(kept, indent=1)
+
+
+def run_key(name, spec, record, kernels_used):
+    """The key of a sweep's run records: a hash of what its numbers depend on besides (point,
+    seed): the code the smoke runs executed, the data they read, their canary, the config,
+    metrics and version, and the kernels. A record under another key is run again."""
+    what = {k: _json(getattr(spec, k)) for k in ("config", "metrics", "version")}
+    return engine.digest({"sweep": name, **what, "provenance": record, "kernels": kernels_used})
+
+
+def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1, engine_address="serial", runs_dir=None):
+    """Trace the smoke runs, run every (point, seed) of `spec` that runs_dir holds no record of
+    under this code, then write out_dir/NAME.json from the records.
+
+    engine_address: as run_grid ("serial", "local" or tcp://HOST:8786). runs_dir: the records'
+    folder (default RUNS_DIR for the committed sweeps, else out_dir/.runs); each finished run is
+    written to runs_dir/NAME/ at once. Raises engine.SweepFailed (no file written) if runs raised."""
+    this_session = engine.session()
     print(f"  smoke runs of {len(spec.points)} point(s), traced ...", flush=True)
     record = smoke_fresh(name, spec)
     config, points = _json(spec.config), _json(spec.points)
+    kernels_used = the_kernels(run_threads(config))
+    runs_dir = runs_dir or (RUNS_DIR if out_dir == SWEEP_DIR else out_dir / ".runs")
+    store = engine.RunStore(runs_dir / name, run_key(name, spec, record, kernels_used))
     grid = [(point, seed) for point in points for seed in seeds]
-    results = run_grid(name, spec, grid, config, jobs)
-    runs = [{"point": p, "seed": s, "results": r, "seconds": t} for (p, s), (r, t) in zip(grid, results)]
+    records, failures, side_by_side = run_records(
+        name,
+        spec,
+        grid,
+        config,
+        jobs,
+        engine_address,
+        store=store,
+        expect=kernels_used,
+        this_session=this_session,
+    )
+    if failures:
+        raise engine.SweepFailed(name, failures)
+    runs = [
+        {"point": p, "seed": s, "results": r["results"], "seconds": r["seconds"]}
+        for (p, s), r in zip(grid, records)
+    ]
     seed_args = "" if list(seeds) == list(spec.seeds) else " --seeds " + " ".join(map(str, seeds))
     data = {
         "schema": SCHEMA,
@@ -326,11 +379,11 @@ def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
         "margins": _json(spec.margins),
         "version": spec.version,
         "runs": runs,
-        "kernels": the_kernels(run_threads(config)),
+        "kernels": kernels_used,
         "provenance": record,
         "command": f"python benchmarks/sweep.py {name}{seed_args}",
-        "wall_seconds": round(time.perf_counter() - start, 1),
-        "machine": machine(jobs, run_threads(config)),
+        "wall_seconds": engine.wall_seconds(records, this_session),
+        "machine": dict(machine(side_by_side, run_threads(config)), cpu=_cpus(records)),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
     }
@@ -338,6 +391,11 @@ def run_sweep(name, spec, seeds, out_dir=SWEEP_DIR, jobs=1):
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     print(f"wrote {shown} ({len(runs)} runs, {data['wall_seconds'] / 60:.1f} min)")
     return Sweep(data)
+
+
+def _cpus(records):
+    """The CPU model of the runs' workers (joined with ' + ' if they differ)."""
+    return " + ".join(sorted({r["cpu"] for r in records}))
 
 
 def rebless(name, spec, sweep_dir=SWEEP_DIR):
@@ -511,7 +569,7 @@ def canary_problems(name, spec, sweep_dir=SWEEP_DIR):
     )
 
 
-def verify(name, spec, jobs=1, sweep_dir=SWEEP_DIR):
+def verify(name, spec, jobs=1, sweep_dir=SWEEP_DIR, engine_address="serial"):
     """Re-run the first seed of every point at its full budget and compare every result exactly.
 
     Returns (equal, lines). A schema-1 file that reproduces is upgraded to schema 2 with its runs
@@ -520,7 +578,7 @@ def verify(name, spec, jobs=1, sweep_dir=SWEEP_DIR):
     raw = json.loads(path.read_text())
     seed = raw["seeds"][0]
     grid = [(p, seed) for p in raw["points"]]
-    results = run_grid(name, spec, grid, raw["config"], jobs, show=False)
+    results = run_grid(name, spec, grid, raw["config"], jobs, False, engine_address)
     exact = exact_metrics(raw["metrics"])
     lines, equal = [], True
     for (point, _), (res, _) in zip(grid, results):
@@ -573,6 +631,12 @@ def main(argv=None):
     parser.add_argument(
         "--against", metavar="REF", help="with --rebless: compare with the code of commit REF on this machine"
     )
+    parser.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on the Dask cluster of this scheduler (tcp://HOST:8786)"
+    )
+    parser.add_argument(
+        "--serial", action="store_true", help="no cluster: one run after the other, in this process"
+    )
     parser.add_argument("--verify", action="store_true", help="re-run one seed per point; compare exactly")
     parser.add_argument("--canary", action="store_true", help="re-run the smoke runs; compare the canary")
     args = parser.parse_args(argv)
@@ -613,10 +677,13 @@ def main(argv=None):
         return 1 if found else 0
     if not args.names:
         parser.error("name a sweep (or --list, --check, --rebless, --canary)")
+    if args.serial and (args.scheduler or args.jobs != 1):
+        parser.error("--serial runs in this process: no --scheduler, no --jobs")
+    engine_address = "serial" if args.serial else args.scheduler or "local"
     if args.verify:
         ok = True
         for name in args.names:
-            equal, lines = verify(name, sweeps[name], jobs=args.jobs)
+            equal, lines = verify(name, sweeps[name], jobs=args.jobs, engine_address=engine_address)
             ok &= equal
             print(f"{name}: {'reproduced' if equal else 'NOT reproduced'}\n" + "\n".join(lines), flush=True)
         return 0 if ok else 1
@@ -629,7 +696,11 @@ def main(argv=None):
             print(f"warning: {len(seeds)} seed(s); the evidence protocol needs >= 3 for a comparison")
         kernels_used = the_kernels(run_threads(sweeps[name].config))
         print(f"sweep {name}: {len(sweeps[name].points)} points × {len(seeds)} seeds, kernels {kernels_used}")
-        run_sweep(name, sweeps[name], seeds, jobs=args.jobs)
+        try:
+            run_sweep(name, sweeps[name], seeds, SWEEP_DIR, args.jobs, engine_address)
+        except engine.SweepFailed as failed:
+            print(failed, file=sys.stderr)
+            return 1
     return 0
 
 
