@@ -53,12 +53,27 @@ def main(argv: list[str] | None = None) -> int:
         "--no-hidden", action="store_true", help="leave out the hidden tests (they need the repository)"
     )
     grader.add_argument(
+        "--variant",
+        metavar="SECRET",
+        default=None,
+        help="draw the checks' data, number answers, held-out sets and hidden tests from SECRET (a "
+        "private phrase: two cohorts with two secrets get different numbers)",
+    )
+    grader.add_argument(
         "--exercises-only",
         action="store_true",
         help="one assignment per chapter with only its Exercises section and the "
         "set-up cells it needs (fast to autograde)",
     )
     _src_and_force(grader)
+    key = sub.add_parser(
+        "answer-key",
+        help="what an instructor keeps private: solutions, hidden tests, rubrics with model "
+        "answers, the exam paper, calibration samples (apart from the student material)",
+    )
+    key.add_argument("outdir", type=Path, help="where to write it")
+    key.add_argument("--variant", metavar="SECRET", default=None, help="the variant's secret")
+    _src_and_force(key)
     meta = sub.add_parser(
         "metadata", help="write the nbgrader cell metadata of notebooks from the exercise conventions"
     )
@@ -80,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             "student": _student,
             "learner": _learner,
             "nbgrader": _nbgrader,
+            "answer-key": _answer_key,
             "metadata": _metadata,
             "exercises": _exercises,
         }[args.command](args)
@@ -128,11 +144,21 @@ def _nbgrader(args) -> int:
         force=args.force,
         assignments=args.assignments,
         hidden=not args.no_hidden,
+        variant=args.variant,
     )
     print(f"nbgrader course directory written to {args.outdir}:")
     for path in written:
         print(f"  {path.relative_to(args.outdir)}")
     print(f"Next: cd {args.outdir} && nbgrader generate_assignment {written[0].parent.name}")
+    return 0
+
+
+def _answer_key(args) -> int:
+    from .answer_key import write_answer_key
+
+    written = write_answer_key(args.src or find_root(), args.outdir, args.variant, force=args.force)
+    print(f"Answer key written to {args.outdir}: {len(written)} notebooks with solutions and hidden "
+          "tests, the grading references and the instructor kit. Keep it private (its README says how).")
     return 0
 
 

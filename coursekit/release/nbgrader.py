@@ -246,6 +246,13 @@ c.GenerateAssignment.preprocessors = [
     StudentEdition, *GenerateAssignment.class_traits()["preprocessors"].default()]
 # Chapters train small models: give a cell up to 10 minutes when autograding.
 c.Execute.timeout = 600
+{variant}'''
+
+VARIANT_CONFIG = '''
+# This course is a private variant (written with --variant): its hidden tests draw their cases
+# and held-out sets from this secret. Keep this file (and the course directory) private: the
+# students' folders hold only exercise_data/, drawn from a one-way hash of the secret.
+os.environ["COURSE_VARIANT_SECRET"] = {secret!r}
 '''
 
 
@@ -285,6 +292,11 @@ cases, compared with the reference solutions (between `### BEGIN HIDDEN TESTS` a
 HIDDEN TESTS`). nbgrader removes them from the students' version and runs them when it
 autogrades, so a function that looks its answers up in the checks' stored data scores 0.
 They need the course's repository (coursekit/), which nbgrader_config.py puts on the path.
+
+Variants: a course written with `--variant SECRET` draws the checks' data, the number
+answers, the assignments' training and held-out data and the hidden tests from the secret
+(each assignment folder carries `exercise_data/`, which the students' release keeps; the
+secret itself stays in `nbgrader_config.py`). Keep this directory private.
 
 Autograding runs the students' code: do it in a container or a throw-away account.
 """
@@ -331,18 +343,18 @@ def plain_assignment(nb, name: str):
 
 
 def add_hidden_tests(nb) -> int:
-    """Append to each check cell of a Check or an Answer the same calls again on the grader's
+    """Append to each check cell of a Check, an Answer or a Goal the same calls again on the grader's
     fresh cases (coursekit.grading.hidden_cases), between nbgrader's hidden-test markers:
     nbgrader removes them from the students' version and restores them when it autogrades.
     Returns the number of cells changed."""
-    from course_lib.exercises import REGISTRY, Answer, Check
+    from course_lib.exercises import REGISTRY, Answer, Check, Goal
 
     changed = 0
     for cell in nb.cells:
         if not cell.metadata.get("nbgrader", {}).get("grade") or cell.cell_type != "code":
             continue
         names = set(re.findall(r"\b(check_\w+)\s*\(", cell.source))
-        if not names or not any(isinstance(REGISTRY.get(n), (Check, Answer)) for n in names):
+        if not names or not any(isinstance(REGISTRY.get(n), (Check, Answer, Goal)) for n in names):
             continue
         body = "\n".join("    " + line if line.strip() else "" for line in cell.source.split("\n"))
         cell.source += (
@@ -351,6 +363,42 @@ def add_hidden_tests(nb) -> int:
         )
         changed += 1
     return changed
+
+
+def checks_used(nb) -> list[str]:
+    """The names of the Checks and Answers a notebook calls (their data is what a variant
+    redraws)."""
+    from course_lib.exercises import REGISTRY, Answer, Check
+
+    names = {n for c in nb.cells if c.cell_type == "code" for n in re.findall(r"\b(check_\w+)\s*\(", c.source)}
+    return sorted(n for n in names if isinstance(REGISTRY.get(n), (Check, Answer)))
+
+
+def write_variant_data(folder: Path, secret: str, names: list[str]) -> dict:
+    """Write a variant's ``exercise_data/`` into ``folder``: ``variant.json`` (its public label
+    and visible seed) and the data of the checks ``names`` drawn from it. Returns the json."""
+    import json
+    import os
+
+    from course_lib.exercises import _variant
+    from course_lib.exercises._data import _read_file
+    from coursekit.grading.data import write_data
+    from coursekit.grading.variants import label, visible_seed
+
+    folder.mkdir(parents=True, exist_ok=True)
+    info = {"name": label(secret), "seed": visible_seed(secret)}
+    (folder / "variant.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    previous = os.environ.get(_variant.ENV)
+    os.environ[_variant.ENV] = str(folder)
+    try:
+        write_data(names, folder)
+    finally:
+        if previous is None:
+            os.environ.pop(_variant.ENV, None)
+        else:
+            os.environ[_variant.ENV] = previous
+        _read_file.cache_clear()
+    return info
 
 
 def write_course(
@@ -362,11 +410,17 @@ def write_course(
     course_id: str = "rnns-to-transformers",
     assignments: list[str] = (),
     hidden: bool = True,
+    variant: str | None = None,
 ) -> list[Path]:
     """Write an nbgrader course directory: ``nbgrader_config.py`` and, per chapter or
     assignment (a notebook of ``assignments/``), ``source/<assignment>/<notebook>.ipynb`` with
     its metadata applied and (``hidden``) hidden tests in its check cells. Returns the
-    notebooks."""
+    notebooks.
+
+    ``variant``: a secret; each assignment folder then gets ``exercise_data/`` (the checks'
+    data drawn from it, and ``variant.json``), which the students' release carries, and the
+    configuration passes the secret to the grading kernels for the hidden tests
+    (``coursekit/grading/variants.py``)."""
     out = Path(out)
     if not chapters and not assignments:
         raise ReleaseError("name at least one chapter (--chapters) or assignment (--assignments)")
@@ -389,10 +443,13 @@ def write_course(
         dest = out / "source" / assignment / path.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, dest)
+        if variant is not None:
+            write_variant_data(dest.parent / "exercise_data", variant, checks_used(nb))
         written.append(dest)
     root = Path(__file__).resolve().parents[2]
+    extra = VARIANT_CONFIG.format(secret=variant) if variant is not None else ""
     (out / "nbgrader_config.py").write_text(
-        CONFIG.format(course_id=course_id, root=str(root)), encoding="utf-8"
+        CONFIG.format(course_id=course_id, root=str(root), variant=extra), encoding="utf-8"
     )
     mode = ", ".join(
         filter(
@@ -409,6 +466,8 @@ def write_course(
 
 __all__ = [
     "add_hidden_tests",
+    "checks_used",
+    "write_variant_data",
     "apply_metadata",
     "assignment_notebook",
     "assignment_name",
