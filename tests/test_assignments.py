@@ -1,14 +1,18 @@
-"""The multi-part assignments (assignments/*.ipynb, issue 24): their conventions, and a round trip
-through real nbgrader with hidden tests.
+"""The multi-part assignments (assignments/*.ipynb, issue 36): their size and conventions, and a
+round trip through real nbgrader with hidden tests and two variants.
 
-For each assignment nbgrader generates the students' version, then autogrades four submissions:
-the instructor's (every autograded point), the untouched students' version (zero), one with a
-typical mistake in its first part (partial) and one whose first part looks its answers up in the
-checks' stored data (it passes the visible check, fails the hidden tests: partial). Written
-answers are graded by hand (a rubric in the instructor kit), so only autograded points count.
+Published course: nbgrader generates the students' version, then autogrades the instructor's
+notebook (every autograded point), the untouched students' version (zero), one with a typical
+mistake in its first part (that part zero), and one whose first part looks its answers up in
+the checks' stored data (it passes the visible check; the hidden tests score it zero) and whose
+goal is a typed number instead of the trained model (zero for the goal).
+A private variant (``--variant SECRET``): the instructor's notebook earns every point, and a
+submission whose first part copies the published numbers scores zero on it. Written answers are
+graded by hand (rubrics in the instructor kit), so only autograded points count.
 """
 
 import copy
+import json
 import re
 import resource
 import time
@@ -18,7 +22,7 @@ import nbformat
 import pytest
 from test_release_nbgrader import cells_as_seen, nbgrader_command
 
-from course_lib.exercises import REGISTRY, Check
+from course_lib.exercises import REGISTRY, Check, Goal
 from coursekit.release.markers import BEGIN, END, HIDDEN_BEGIN
 from coursekit.release.nbgrader import apply_metadata, write_course
 from coursekit.release.outline import read_exercises
@@ -26,30 +30,77 @@ from coursekit.release.student import release_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = sorted(p.stem for p in (REPO / "assignments").glob("*.ipynb"))
+SECRET = "a private phrase for the test cohort"
+TRIVIAL = re.compile(r"^(return|pass|else:|\)|\]|\}|return \w+|[\w.]+ = \w+)$")
+
+
+def read(name):
+    return nbformat.read(REPO / "assignments" / f"{name}.ipynb", as_version=4)
 
 
 def test_there_are_three_assignments():
-    assert ASSIGNMENTS == ["a1_seq2seq_attention", "a2_transformer_decoder", "a3_gpt_kv_cache"]
+    assert len(ASSIGNMENTS) == 3 and [a[:3] for a in ASSIGNMENTS] == ["a1_", "a2_", "a3_"]
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
-def test_every_part_follows_the_conventions(name):
-    nb = nbformat.read(REPO / "assignments" / f"{name}.ipynb", as_version=4)
+def test_every_part_follows_the_conventions_and_the_header_states_the_time(name):
+    nb = read(name)
     exercises = read_exercises(nb)
-    assert len(exercises) >= 7
+    assert len(exercises) >= 6
     for ex in exercises:
         assert ex.problems() == [], (ex.label, ex.problems())
         assert all(n in REGISTRY for n in ex.check_names), ex.check_names
-    assert sum(ex.stars for ex in exercises if ex.checks) >= 12
     assert any(ex.answers for ex in exercises), "a written answer graded by hand"
+    kinds = {type(REGISTRY[n]).__name__ for ex in exercises for n in ex.check_names}
+    assert {"Check", "Goal", "Prediction"} <= kinds, kinds
     minutes = sum(ex.minutes for ex in exercises)
-    assert 120 <= minutes <= 240, f"{name}: {minutes} minutes; an assignment takes 2 to 4 hours"
+    assert 240 <= minutes <= 480, f"{name}: the parts add up to {minutes} minutes; 4 to 8 hours"
+    header = nb.cells[0].source
+    hours = re.search(r"\*\*Time\*\*:[^\n]*?(\d+(?:\.\d+)?)\s*(?:to|–|-)\s*(\d+(?:\.\d+)?) hours", header)
+    assert hours and 4 <= float(hours.group(1)) <= float(hours.group(2)) <= 8, header[:600]
+    assert "estimated" in header.lower(), "the header says how the time was estimated"
     apply_metadata(nb, name)  # no ReleaseError
 
 
-def first_function_part(name: str):
+def _norm(line):
+    return re.sub(r"\s+", " ", line.split("#", 1)[0].strip())
+
+
+def _printed_elsewhere():
+    """Every line of course_lib and coursekit (the grader's checks excepted) and of the book's
+    code cells outside solution regions."""
+    lines = set()
+    for path in [*(REPO / "course_lib").rglob("*.py"), *(REPO / "coursekit").rglob("*.py")]:
+        if not ("grading" in path.parts and "checks" in path.parts):
+            lines |= {_norm(line) for line in path.read_text(errors="replace").splitlines()}
+    for path in (REPO / "book").glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                shown = re.sub(rf"{BEGIN}.*?{END}", "", cell.source, flags=re.S)
+                lines |= {_norm(line) for line in shown.splitlines()}
+    return lines - {""}
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_each_assignment_is_real_new_work(name):
+    """Issue 36: >= 100 non-trivial solution lines, >= 80 % of them printed nowhere else."""
+    solution = []
+    for cell in read(name).cells:
+        if cell.cell_type == "code":
+            for block in re.findall(rf"{BEGIN}(.*?){END}", cell.source, flags=re.S):
+                solution += [_norm(line) for line in block.splitlines()]
+    solution = [line for line in solution if line and not TRIVIAL.match(line)]
+    elsewhere = _printed_elsewhere()
+    new = [line for line in solution if line not in elsewhere]
+    print(f"{name}: {len(solution)} solution lines, {len(new)} new ({len(new) / len(solution):.0%})")
+    assert len(solution) >= 100 and len(new) >= 0.8 * len(solution)
+
+
+# --------------------------------------------------------------------------------------
+# Submissions
+# --------------------------------------------------------------------------------------
+def first_function_part(nb):
     """(label, check record) of the assignment's first part checked by a Check record."""
-    nb = nbformat.read(REPO / "assignments" / f"{name}.ipynb", as_version=4)
     for ex in read_exercises(nb):
         record = REGISTRY.get(ex.check_names[0]) if ex.check_names else None
         if isinstance(record, Check):
@@ -59,43 +110,71 @@ def first_function_part(name: str):
 
 def replace_solution(nb, label: str, body) -> str:
     """Replace the solution region of the part `label` (found by its nbgrader grade id) by
-    body(indent, parameter names); return the grade id of the part's check."""
+    body(parameter names); return the grade id of the part's check."""
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{label}-solution")
     lines = cell.source.split("\n")
     begin = next(n for n, line in enumerate(lines) if line.strip() == BEGIN)
     end = next(n for n, line in enumerate(lines) if line.strip() == END)
-    params = re.search(r"def \w+\((.*?)\):", cell.source).group(1)
-    names = [p.split("=")[0].strip() for p in params.split(",")]
+    params = re.search(r"def \w+\((.*?)\):", cell.source, flags=re.S).group(1)
+    names = [p.split("=")[0].split(":")[0].strip() for p in params.split(",") if p.strip()]
     indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
     lines[begin : end + 1] = [indent + line for line in body(names)]
     cell.source = "\n".join(lines)
     return f"{label}-check"
 
 
-def mistake_submission(nb, name):
-    """The instructor's notebook with its first function part making its first typical mistake."""
-    label, record = first_function_part(name)
-    body = lambda names: [  # noqa: E731
-        "from coursekit.grading import REFERENCES",
-        f"return REFERENCES[{record.name!r}].mistakes[0]({', '.join(names)})",
-    ]
-    return nb, replace_solution(nb, label, body)
+def with_mistake(nb):
+    """The first function part makes its first typical mistake."""
+    label, record = first_function_part(nb)
+    return replace_solution(
+        nb,
+        label,
+        lambda names: [
+            "from coursekit.grading import REFERENCES",
+            f"return REFERENCES[{record.name!r}].mistakes[0]({', '.join(names)})",
+        ],
+    )
 
 
-def lookup_submission(nb, name):
-    """The instructor's notebook with its first function part looking its answers up in the
-    check's stored data (inputs -> expected output): it passes the visible check only."""
-    label, record = first_function_part(name)
-    body = lambda names: [  # noqa: E731
-        "from course_lib.exercises._data import decode, read",
-        f"given = ({', '.join(names)},)",
-        f"for case in read({record.name!r})['cases']:",
-        "    stored = decode(case['args'])",
-        "    if all(a.shape == b.shape and bool((a == b).all()) for a, b in zip(stored, given)):",
-        "        return decode(case['expected'])",
-        "raise ValueError('an input the data does not hold')",
-    ]
-    return nb, replace_solution(nb, label, body)
+def with_lookup(nb, data_dir: str | None = None):
+    """The first function part looks its answers up in a check's stored data (the package's,
+    or another variant's folder): inputs -> expected output."""
+    label, record = first_function_part(nb)
+    source = (
+        "read"
+        if data_dir is None
+        else f"lambda n: torch.load({data_dir!r} + '/' + n + '.pt', weights_only=True)"
+    )
+    return replace_solution(
+        nb,
+        label,
+        lambda names: [
+            "import torch",
+            "from course_lib.exercises._data import decode, read",
+            f"given = ({', '.join(names)},)",
+            f"for case in ({source})({record.name!r})['cases']:",
+            "    stored = decode(case['args'])",
+            "    same = lambda a, b: (a == b if not hasattr(a, 'shape') else a.shape == b.shape and bool((a == b).all()))",
+            "    if len(stored) == len(given) and all(same(a, b) for a, b in zip(stored, given)):",
+            "        return decode(case['expected'])",
+            "raise ValueError('an input the data does not hold')",
+        ],
+    )
+
+
+def with_typed_goal(nb) -> str:
+    """The object the goal measures is replaced by the number the goal asks for."""
+    for index, cell in enumerate(nb.cells):
+        grade = cell.metadata.get("nbgrader", {})
+        calls = re.findall(r"\b(check_\w+)\s*\(\s*(\w+)\s*\)", cell.source)
+        goal = [(n, arg) for n, arg in calls if isinstance(REGISTRY.get(n), Goal)]
+        if grade.get("grade") and goal:
+            name, arg = goal[0]
+            record = REGISTRY[name]
+            number = record.at_least if record.at_least is not None else record.at_most
+            nb.cells.insert(index, nbformat.v4.new_code_cell(f"{arg} = {number!r}   # typed, not measured"))
+            return grade["grade_id"]
+    raise AssertionError("no goal check")
 
 
 def autograded(course: Path, assignment: str, student: str) -> tuple[float, float, dict]:
@@ -112,52 +191,83 @@ def autograded(course: Path, assignment: str, student: str) -> tuple[float, floa
         )
 
 
+def submit(course: Path, assignment: str, notebook: str, submissions: list) -> None:
+    for student, nb in submissions:
+        (course / "submitted" / student / assignment).mkdir(parents=True)
+        nbformat.write(nb, course / "submitted" / student / assignment / notebook)
+    nbgrader_command(course, "autograde", assignment)
+
+
+def cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @pytest.mark.slow
-def test_round_trip_through_nbgrader(tmp_path):
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_round_trip_through_nbgrader(name, tmp_path):
     pytest.importorskip("nbgrader")
     course = tmp_path / "course"
-    started, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    sources = write_course(REPO, course, assignments=ASSIGNMENTS)
-    report = []
-    for source in sources:
-        assignment = source.parent.name
-        instructor = nbformat.read(source, as_version=4)
-        assert any(HIDDEN_BEGIN in c.source for c in instructor.cells), "hidden tests in the source"
-        nbgrader_command(course, "generate_assignment", assignment)
-        release = nbformat.read(course / "release" / assignment / source.name, as_version=4)
-        assert not any(HIDDEN_BEGIN in c.source for c in release.cells), "hidden tests reach students"
-        ours = copy.deepcopy(instructor)
-        release_notebook(ours, source.name)
-        assert cells_as_seen(release) == cells_as_seen(ours)
+    started, cpu0 = time.perf_counter(), cpu_children()
+    (source,) = write_course(REPO, course, assignments=[name])
+    instructor = nbformat.read(source, as_version=4)
+    assert any(HIDDEN_BEGIN in c.source for c in instructor.cells), "hidden tests in the source"
+    nbgrader_command(course, "generate_assignment", name)
+    release = nbformat.read(course / "release" / name / source.name, as_version=4)
+    assert not any(HIDDEN_BEGIN in c.source for c in release.cells), "hidden tests reach students"
+    ours = copy.deepcopy(instructor)
+    release_notebook(ours, source.name)
+    assert cells_as_seen(release) == cells_as_seen(ours)
 
-        mistaken, mistaken_check = mistake_submission(copy.deepcopy(instructor), assignment)
-        looked_up, lookup_check = lookup_submission(copy.deepcopy(instructor), assignment)
-        submissions = [
-            ("instructor", instructor),
-            ("untouched", release),
-            ("mistake", mistaken),
-            ("lookup", looked_up),
-        ]
-        for student, nb in submissions:
-            (course / "submitted" / student / assignment).mkdir(parents=True)
-            nbformat.write(nb, course / "submitted" / student / assignment / source.name)
-        nbgrader_command(course, "autograde", assignment)
-
-        full, maximum, _ = autograded(course, assignment, "instructor")
-        untouched, _, _ = autograded(course, assignment, "untouched")
-        partial, _, grades = autograded(course, assignment, "mistake")
-        cheat, _, cheat_grades = autograded(course, assignment, "lookup")
-        report.append(
-            f"{assignment}: instructor {full:g}/{maximum:g}, untouched {untouched:g}, "
-            f"typical mistake {partial:g}, lookup of the stored data {cheat:g}"
-        )
-        assert maximum >= 12 and full == maximum and untouched == 0
-        assert 0 < partial < maximum and grades[mistaken_check] == 0
-        assert 0 < cheat < maximum and cheat_grades[lookup_check] == 0  # the hidden tests caught it
-    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    print("\n".join(report))
-    print(
-        f"the round trip of the {len(sources)} assignments: {time.perf_counter() - started:.0f} s, "
-        f"{cpu:.0f} s of CPU (nbgrader and its kernels)"
+    mistaken = copy.deepcopy(instructor)
+    mistake_check = with_mistake(mistaken)
+    cheat = copy.deepcopy(instructor)
+    lookup_check, goal_check = with_lookup(cheat), with_typed_goal(cheat)
+    submit(
+        course,
+        name,
+        source.name,
+        [("instructor", instructor), ("untouched", release), ("mistake", mistaken), ("cheat", cheat)],
     )
+    full, maximum, _ = autograded(course, name, "instructor")
+    untouched, _, _ = autograded(course, name, "untouched")
+    partial, _, grades = autograded(course, name, "mistake")
+    cheated, _, cheat_grades = autograded(course, name, "cheat")
+    print(
+        f"{name}: instructor {full:g}/{maximum:g}, untouched {untouched:g}, typical mistake {partial:g}, "
+        f"lookup of the stored data and a typed goal {cheated:g}; "
+        f"{time.perf_counter() - started:.0f} s, {cpu_children() - cpu0:.0f} s of CPU"
+    )
+    assert maximum >= 12 and full == maximum and untouched == 0
+    assert 0 < partial < maximum and grades[mistake_check] == 0
+    assert 0 < cheated < maximum and cheat_grades[lookup_check] == 0 and cheat_grades[goal_check] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_a_private_variant_differs_grades_the_solution_fully_and_refuses_copied_numbers(name, tmp_path):
+    pytest.importorskip("nbgrader")
+    published, private = tmp_path / "published", tmp_path / "private"
+    write_course(REPO, published, assignments=[name], variant="another cohort's secret")
+    (source,) = write_course(REPO, private, assignments=[name], variant=SECRET)
+    mine, theirs = source.parent / "exercise_data", published / "source" / name / "exercise_data"
+    info = json.loads((mine / "variant.json").read_text())
+    assert info["seed"] != json.loads((theirs / "variant.json").read_text())["seed"]
+    assert SECRET not in json.dumps(info) and SECRET in (private / "nbgrader_config.py").read_text()
+    _, record = first_function_part(nbformat.read(source, as_version=4))
+    import torch
+
+    ours = torch.load(mine / f"{record.name}.pt", weights_only=True)
+    other = torch.load(theirs / f"{record.name}.pt", weights_only=True)
+    assert repr(ours["cases"][0]["expected"]) != repr(other["cases"][0]["expected"]), "variants differ"
+
+    nbgrader_command(private, "generate_assignment", name)
+    assert (private / "release" / name / "exercise_data" / "variant.json").is_file(), "students get the data"
+    instructor = nbformat.read(source, as_version=4)
+    copied = copy.deepcopy(instructor)
+    copied_check = with_lookup(copied, str(theirs))
+    submit(private, name, source.name, [("instructor", instructor), ("copied", copied)])
+    full, maximum, _ = autograded(private, name, "instructor")
+    got, _, grades = autograded(private, name, "copied")
+    print(f"{name}, variant: instructor {full:g}/{maximum:g}; the other variant's numbers copied {got:g}")
+    assert full == maximum and grades[copied_check] == 0
