@@ -7,6 +7,7 @@
     python benchmarks/sweep.py NAME --jobs 2            # two runs side by side (one per core)
     python benchmarks/sweep.py NAME --scheduler tcp://HOST:8786   # on an existing Dask cluster
     python benchmarks/sweep.py NAME --serial            # one run after the other, in this process
+    python benchmarks/sweep.py NAME --out DIR           # write DIR/NAME.json (a trial; records in DIR/.runs)
     python benchmarks/sweep.py --rebless [NAME ...]     # stale by code only: re-trace, compare the canary
     python benchmarks/sweep.py --rebless NAME --against REF  # made on another CPU vendor: compare
                                                         # the smoke runs of commit REF and of now, here
@@ -637,6 +638,12 @@ def main(argv=None):
     parser.add_argument(
         "--serial", action="store_true", help="no cluster: one run after the other, in this process"
     )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        help="write NAME.json here, not to course_lib/sweeps (records in DIR/.runs)",
+    )
     parser.add_argument("--verify", action="store_true", help="re-run one seed per point; compare exactly")
     parser.add_argument("--canary", action="store_true", help="re-run the smoke runs; compare the canary")
     args = parser.parse_args(argv)
@@ -697,7 +704,7 @@ def main(argv=None):
         kernels_used = the_kernels(run_threads(sweeps[name].config))
         print(f"sweep {name}: {len(sweeps[name].points)} points × {len(seeds)} seeds, kernels {kernels_used}")
         try:
-            run_sweep(name, sweeps[name], seeds, SWEEP_DIR, args.jobs, engine_address)
+            run_sweep(name, sweeps[name], seeds, args.out or SWEEP_DIR, args.jobs, engine_address)
         except engine.SweepFailed as failed:
             print(failed, file=sys.stderr)
             return 1
