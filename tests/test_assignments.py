@@ -12,6 +12,7 @@ graded by hand (rubrics in the instructor kit), so only autograded points count.
 """
 
 import copy
+import csv
 import json
 import re
 import resource
@@ -242,6 +243,14 @@ def test_round_trip_through_nbgrader(name, tmp_path):
     assert maximum >= 12 and full == maximum and untouched == 0
     assert 0 < partial < maximum and grades[mistake_check] == 0
     assert 0 < cheated < maximum and cheat_grades[lookup_check] == 0 and cheat_grades[goal_check] == 0
+
+    # The grades in the form an LMS imports: nbgrader's CSV exporter (written answers not yet
+    # graded by hand count 0 until a grader enters them with formgrader).
+    nbgrader_command(course, "export", "--to", "grades.csv")
+    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+    assert set(rows) == {"instructor", "untouched", "mistake", "cheat"}
+    assert float(rows["instructor"]["score"]) == full and float(rows["untouched"]["score"]) == 0
+    assert all(r["assignment"] == name and float(r["max_score"]) > maximum for r in rows.values())
 
 
 @pytest.mark.slow
