@@ -57,7 +57,7 @@ def test_every_part_follows_the_conventions_and_the_header_states_the_time(name)
     minutes = sum(ex.minutes for ex in exercises)
     assert 240 <= minutes <= 480, f"{name}: the parts add up to {minutes} minutes; 4 to 8 hours"
     header = nb.cells[0].source
-    hours = re.search(r"\*\*Time\*\*:[^\n]*?(\d+(?:\.\d+)?)\s*(?:to|–|-)\s*(\d+(?:\.\d+)?) hours", header)
+    hours = re.search(r"\*\*Time\*\*:[^\n]*?(\d+(?:\.\d+)?)\s*(?:to|–|-)\s*(\d+(?:\.\d+)?)\s+hours", header)
     assert hours and 4 <= float(hours.group(1)) <= float(hours.group(2)) <= 8, header[:600]
     assert "estimated" in header.lower(), "the header says how the time was estimated"
     apply_metadata(nb, name)  # no ReleaseError

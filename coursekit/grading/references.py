@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 
-
 class Case:
     """One input of a check: ``fn(*args, **kwargs)``, and what it exercises."""
 
@@ -130,8 +129,14 @@ def examples(name: str) -> dict:
         }
     if isinstance(record, Goal):
         bar = record.at_least if record.at_least is not None else record.at_most
-        return {"right": (ref.passing(),), "stub": (None,), "mistakes": [], "shortcuts": [],
-                "missed": (ref.missing(),), "typed": (bar * 1.5 if record.at_least else bar / 2,)}
+        return {
+            "right": (ref.passing(),),
+            "stub": (None,),
+            "mistakes": [],
+            "shortcuts": [],
+            "missed": (ref.missing(),),
+            "typed": (bar * 1.5 if record.at_least else bar / 2,),
+        }
     if isinstance(record, Prediction):
         e = record.example
         return {

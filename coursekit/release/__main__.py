@@ -157,8 +157,10 @@ def _answer_key(args) -> int:
     from .answer_key import write_answer_key
 
     written = write_answer_key(args.src or find_root(), args.outdir, args.variant, force=args.force)
-    print(f"Answer key written to {args.outdir}: {len(written)} notebooks with solutions and hidden "
-          "tests, the grading references and the instructor kit. Keep it private (its README says how).")
+    print(
+        f"Answer key written to {args.outdir}: {len(written)} notebooks with solutions and hidden "
+        "tests, the grading references and the instructor kit. Keep it private (its README says how)."
+    )
     return 0
 
 

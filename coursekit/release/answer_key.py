@@ -79,8 +79,9 @@ def write_answer_key(src: Path, out: Path, variant: str | None = None, force: bo
             continue  # a page without exercises
         add_hidden_tests(nb)
         written.append(_write(nb, out / "book" / path.name))
-    shutil.copytree(src / "coursekit" / "grading", out / "grading",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        src / "coursekit" / "grading", out / "grading", ignore=shutil.ignore_patterns("__pycache__")
+    )
     (out / "kit").mkdir(parents=True)
     for doc in sorted((src / "instructor").glob("*.md")):
         shutil.copy(doc, out / "kit" / doc.name)
@@ -94,16 +95,23 @@ def write_answer_key(src: Path, out: Path, variant: str | None = None, force: bo
         info = {"name": label(variant), "seed": visible_seed(variant)}
         (out / "variant.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
         (out / "SECRET.txt").write_text(variant + "\n", encoding="utf-8")
-        variant_text = (f"\nVariant {info['name']}: its secret is in `SECRET.txt`; write the "
-                        "students' course with `python -m coursekit.release nbgrader COURSE "
-                        "--assignments ... --variant \"$(cat SECRET.txt)\"`.\n")
+        variant_text = (
+            f"\nVariant {info['name']}: its secret is in `SECRET.txt`; write the "
+            "students' course with `python -m coursekit.release nbgrader COURSE "
+            '--assignments ... --variant "$(cat SECRET.txt)"`.\n'
+        )
     try:
-        commit = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "an unknown commit"
     (out / "README.md").write_text(
-        README.format(commit=commit, name=out.name, variant=variant_text), encoding="utf-8")
+        README.format(commit=commit, name=out.name, variant=variant_text), encoding="utf-8"
+    )
     return written
 
 

@@ -248,12 +248,12 @@ c.GenerateAssignment.preprocessors = [
 c.Execute.timeout = 600
 {variant}'''
 
-VARIANT_CONFIG = '''
+VARIANT_CONFIG = """
 # This course is a private variant (written with --variant): its hidden tests draw their cases
 # and held-out sets from this secret. Keep this file (and the course directory) private: the
 # students' folders hold only exercise_data/, drawn from a one-way hash of the secret.
 os.environ["COURSE_VARIANT_SECRET"] = {secret!r}
-'''
+"""
 
 
 README = """# nbgrader course directory
@@ -370,7 +370,9 @@ def checks_used(nb) -> list[str]:
     redraws)."""
     from course_lib.exercises import REGISTRY, Answer, Check
 
-    names = {n for c in nb.cells if c.cell_type == "code" for n in re.findall(r"\b(check_\w+)\s*\(", c.source)}
+    names = {
+        n for c in nb.cells if c.cell_type == "code" for n in re.findall(r"\b(check_\w+)\s*\(", c.source)
+    }
     return sorted(n for n in names if isinstance(REGISTRY.get(n), (Check, Answer)))
 
 
