@@ -2,7 +2,7 @@
 
     python -m coursekit.release student OUTDIR [--src REPO_ROOT] [--force]
     python -m coursekit.release learner OUTDIR [--student] [--src REPO_ROOT] [--force]
-    python -m coursekit.release nbgrader OUTDIR --chapters 05 06 [--exercises-only] [--variant SECRET]
+    python -m coursekit.release nbgrader OUTDIR --chapters 05 06 [--exercises-only]
     python -m coursekit.release nbgrader OUTDIR --assignments NAME... [--variant SECRET]
     python -m coursekit.release answer-key OUTDIR [--variant SECRET]  # what stays private
     python -m coursekit.release metadata NOTEBOOK... [--check]     # nbgrader cell metadata
@@ -12,7 +12,8 @@ Modules: `markers` (solution regions and directives), `files` (what an edition c
 toc), `student` (the student edition), `learner` (the learner edition: plain Markdown),
 `outline` (the exercises of a notebook), `nbgrader`
 (the cell metadata and the nbgrader course directory; `nbgrader_preprocessor` is imported by
-nbgrader's configuration only), `answer_key` (the instructor's private material). The student edition is described below.
+nbgrader's configuration only), `answer_key` (the instructor's private material). The
+student edition is described below.
 
 The instructor edition is the repository itself. The student edition is a copy of the book
 sources (``_config.yml``, ``_toc.yml``, ``book/``, every ``*.bib`` at the root and every path
