@@ -217,7 +217,7 @@ class Llama(nn.Module):
     def __init__(self, config):
         super().__init__()
         if not isinstance(config, LlamaConfig):
-            raise TypeError(f"config must a course_lib.llama.LlamaConfig, got {type(config).__name__} "
+            raise TypeError(f"config must be a course_lib.llama.LlamaConfig, got {type(config).__name__} "
                             f"(from a transformers.LlamaConfig: llama_config(hf_config))")
         config.validate()
         self.config = config
@@ -376,7 +376,7 @@ def llama_config(hf_config):
     if model_type != "llama":
         refused["model_type"] = model_type
     d_k = hf_config.hidden_size // hf_config.num_attention_heads
-    checks = {"hidden_act": ("silu",), "attention_bias": (False,), "mlp_bias": (False,),
+    checks = {"hidden_act": ("silu", "swish"), "attention_bias": (False,), "mlp_bias": (False,),
               "pretraining_tp": (1, None), "attention_dropout": (0, None), "sliding_window": (None,),
               "head_dim": (None, d_k)}     # name: the values this model has
     for name, allowed in checks.items():
@@ -392,7 +392,8 @@ def llama_config(hf_config):
         refused["rope_parameters"] = rope
     if refused:
         said = ", ".join(f"{name}={value!r}" for name, value in refused.items())
-        raise ValueError(f"course_lib.llama does not model {said}: the checkpoint is another model")
+        raise ValueError(f"course_lib.llama does not model {said}: refused rather than loaded into "
+                         f"a model that computes something else")
     return LlamaConfig(vocab_size=hf_config.vocab_size, block_size=hf_config.max_position_embeddings,
                        n_layer=hf_config.num_hidden_layers, n_head=hf_config.num_attention_heads,
                        n_kv_head=hf_config.num_key_value_heads or hf_config.num_attention_heads,
