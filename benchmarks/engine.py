@@ -2,7 +2,7 @@
 dask.distributed cluster, and every finished run is written at once to a record of its own.
 
     with engine.connect(jobs=2) as client:                  # a LocalCluster: 2 worker processes
-    with engine.connect("tcp://HOST:8786") as client:       # an existing scheduler (dask-jobqueue, ...)
+    with engine.connect("tcp://HOST:8786") as client:       # an existing scheduler (or its scheduler file)
     store = engine.RunStore(folder, key)                    # folder/<point id>-seed<seed>.json
     records, failed = engine.run_all(grid, task, store, client)
 
@@ -18,7 +18,9 @@ the nanny's environment) and each record carries the kernel set and the CPU of i
 """
 
 import contextlib
+import functools
 import hashlib
+import importlib
 import importlib.util
 import json
 import logging
@@ -30,8 +32,6 @@ import uuid
 from pathlib import Path
 
 import kernels
-
-WORKER_PRELOAD = Path(__file__).resolve().parent / "sweep_worker.py"
 
 
 class SweepFailed(RuntimeError):
@@ -61,10 +61,15 @@ def cpu_model():
 
 def run_task(run, name, point, seed, config, metrics):
     """run(point, seed, config) on config["threads"] torch threads (default 1) -> its record:
-    {"results", "seconds", "kernels", "cpu", "host"}. Raises if a metric is missing."""
+    {"results", "seconds", "kernels", "cpu", "host"}. Raises if a metric is missing. `run` may
+    be named "module:qualname" (resolved here, on the worker)."""
     import torch
 
     from course_lib.evidence import kernel_set
+
+    if isinstance(run, str):
+        module, qualname = run.split(":")
+        run = functools.reduce(getattr, qualname.split("."), importlib.import_module(module))
 
     threads = torch.get_num_threads()
     torch.set_num_threads(config.get("threads", 1))
@@ -160,16 +165,21 @@ def has_dashboard():
 
 @contextlib.contextmanager
 def connect(scheduler=None, jobs=1):
-    """A dask.distributed Client: of the scheduler at `scheduler` (tcp://HOST:8786), else of a
-    LocalCluster of `jobs` worker processes with one thread each, closed on exit. The local
-    workers get kernels.env in their environment before they start and run the preload
-    (benchmarks/sweep_worker.py), which pins it again and makes the sweeps importable."""
+    """A dask.distributed Client: of the scheduler at `scheduler` (tcp://HOST:8786, or the path of
+    its scheduler file), else of a LocalCluster of `jobs` worker processes with one thread each,
+    closed on exit. The local workers get kernels.env in their environment before they start and
+    run the preload (benchmarks/sweep_worker.py), which pins it again and makes the sweeps
+    importable; the workers of an existing scheduler must be started with that preload."""
     import dask
     from distributed import Client, LocalCluster
 
     if scheduler:
-        with Client(scheduler) as client:
-            yield client
+        if Path(scheduler).is_file():  # a scheduler file (dask scheduler --scheduler-file, dask-jobqueue)
+            with Client(scheduler_file=scheduler) as client:
+                yield client
+        else:
+            with Client(scheduler) as client:
+                yield client
         return
     environ = {"MALLOC_TRIM_THRESHOLD_": 65536, **kernels.pinned()}  # no OMP/MKL threads: run_task sets them
     with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
@@ -179,7 +189,7 @@ def connect(scheduler=None, jobs=1):
             processes=True,
             memory_limit=0,  # as the process pool before: no memory-based pausing or restarts
             dashboard_address=":0",  # a free port (a dashboard only with bokeh)
-            preload=[str(WORKER_PRELOAD)],
+            preload=["sweep_worker"],  # by module name: imported where it lies (on the spawned sys.path)
             silence_logs=logging.ERROR,
         )
     with cluster, Client(cluster) as client:
@@ -192,7 +202,8 @@ def dashboard(client):
     services = client.scheduler_info().get("services", {})
     if "dashboard" not in services:
         return "none (the scheduler serves none)"
-    if not client.run_on_scheduler(has_dashboard):
+    bokeh_there = lambda: importlib.util.find_spec("bokeh") is not None  # noqa: E731 (sent by value)
+    if not client.run_on_scheduler(bokeh_there):
         return "none (Dask's dashboard needs bokeh, which is not installed where the scheduler runs)"
     return client.dashboard_link
 
@@ -320,11 +331,14 @@ def run_all(
 
     from distributed import wait
 
+    # The scheduler unpickles each task: it imports this module (its preload puts benchmarks/ on
+    # its sys.path) but not the sweep's, named by module and name, which only the workers import.
+    run_name = f"{run.__module__}:{run.__qualname__}"
     futures = {}
     for i in todo:
         point, seed = grid[i]
         key = f"run-{name}-{digest(point)}-seed{seed}-{this_session['id']}"
-        args = (run, name, point, seed, config, metrics)
+        args = (run_name, name, point, seed, config, metrics)
         futures[client.submit(run_task, *args, key=key, pure=False, retries=0)] = i
     keys = {f.key for f in futures}
     pending = set(futures)

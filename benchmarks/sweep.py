@@ -633,7 +633,9 @@ def main(argv=None):
         "--against", metavar="REF", help="with --rebless: compare with the code of commit REF on this machine"
     )
     parser.add_argument(
-        "--scheduler", metavar="ADDRESS", help="run on the Dask cluster of this scheduler (tcp://HOST:8786)"
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on the Dask cluster of this scheduler (tcp://HOST:8786, or its scheduler file)",
     )
     parser.add_argument(
         "--serial", action="store_true", help="no cluster: one run after the other, in this process"

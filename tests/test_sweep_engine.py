@@ -235,3 +235,47 @@ def test_the_wall_time_of_a_resumed_sweep_adds_its_sessions():
         {"session": "b", "session_start": now - 10, "finished": now - 5},  # b (this one): to now
     ]
     assert engine.wall_seconds(records, {"id": "b", "start": now - 10}) == pytest.approx(30, abs=0.5)
+
+
+@pytest.mark.slow  # a scheduler and a worker started from the command line, a sweep on them (about 20 s)
+def test_a_sweep_runs_on_an_existing_scheduler_whose_workers_load_the_preload(tmp_path):
+    """`dask scheduler` and `dask worker`, both with `--preload benchmarks/sweep_worker.py`, the
+    worker started with other kernels in its environment (as on a cluster's nodes): the preload
+    pins kernels.env before torch starts, so `sweep.py NAME --scheduler FILE` gives the serial
+    sweep's file."""
+    dask = Path(sys.executable).parent / "dask"
+    other = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+    address = tmp_path / "scheduler.json"
+    started = [
+        subprocess.Popen(
+            [dask, "scheduler", "--scheduler-file", address, "--port", "0", "--dashboard-address", ":0"]
+            + ["--preload", "benchmarks/sweep_worker.py"],
+            cwd=ROOT,  # the preload finds the checkout here
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not address.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        started.append(
+            subprocess.Popen(
+                [dask, "worker", "--scheduler-file", address, "--nthreads", "1", "--nworkers", "1"]
+                + ["--preload", "benchmarks/sweep_worker.py"],
+                cwd=ROOT,  # the preload finds the checkout here
+                env={**os.environ, **other},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        code, out = finish(driver(tmp_path / "remote", "toy_engine", "--scheduler", str(address)))
+        assert code == 0 and "1 Dask worker(s), 1 thread(s), on the scheduler" in out
+    finally:
+        for proc in reversed(started):
+            proc.terminate()
+            proc.wait(timeout=30)
+    code, _ = finish(driver(tmp_path / "serial", "toy_engine", "--serial"))
+    assert code == 0
+    remote, serial = sweep_file(tmp_path / "remote"), sweep_file(tmp_path / "serial")
+    assert runner.comparable(remote) == runner.comparable(serial)
