@@ -95,28 +95,28 @@ class ToyLM(nn.Module):
     """A small causal language model with a context of ``block_size`` tokens: each position reads
     its own token, its position and the mean of the embeddings of the tokens up to it.
 
-        h_t = wte[x_t] + wpe[t];  c_t = mean(h_1..h_t);  logits_t = head(ln(h_t + tanh(mix(c_t))))
+        e_t = embed[x_t] + place[t];  c_t = mean(e_1..e_t);  logits_t = unembed(norm(e_t + tanh(mix(c_t))))
 
-    The head is tied to ``wte``. ``ids (B, T)`` with ``T <= block_size`` -> logits ``(B, T, V)``.
+    ``unembed`` is tied to ``embed``. ``ids (B, T)`` with ``T <= block_size`` -> logits ``(B, T, V)``.
     """
 
-    def __init__(self, vocab_size: int, block_size: int, n_embd: int = 8):
+    def __init__(self, vocab_size: int, block_size: int, width: int = 8):
         super().__init__()
         self.block_size = block_size
-        self.wte = nn.Embedding(vocab_size, n_embd)
-        self.wpe = nn.Embedding(block_size, n_embd)
-        self.mix = nn.Linear(n_embd, n_embd)
-        self.ln = nn.LayerNorm(n_embd)
-        self.head = nn.Linear(n_embd, vocab_size, bias=False)
-        self.head.weight = self.wte.weight
+        self.embed = nn.Embedding(vocab_size, width)
+        self.place = nn.Embedding(block_size, width)
+        self.mix = nn.Linear(width, width)
+        self.norm = nn.LayerNorm(width)
+        self.unembed = nn.Linear(width, vocab_size, bias=False)
+        self.unembed.weight = self.embed.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        B, T = ids.shape
-        if T > self.block_size:
-            raise ValueError(f"ids has {T} tokens, more than block_size={self.block_size}")
-        h = self.wte(ids) + self.wpe(torch.arange(T))                          # (B, T, C)
-        c = h.cumsum(1) / torch.arange(1, T + 1)[:, None]                     # (B, T, C)
-        return self.head(self.ln(h + torch.tanh(self.mix(c))))                # (B, T, V)
+        length = ids.shape[-1]
+        if length > self.block_size:
+            raise ValueError(f"ToyLM reads at most block_size={self.block_size} tokens, got {length}")
+        e = self.embed(ids) + self.place(torch.arange(length))                 # (B, T, C)
+        c = e.cumsum(1) / torch.arange(1, length + 1)[:, None]                 # (B, T, C)
+        return self.unembed(self.norm(e + torch.tanh(self.mix(c))))           # (B, T, V)
 
 
 # --------------------------------------------------------------------------------------

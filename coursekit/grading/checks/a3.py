@@ -345,7 +345,7 @@ def _strong(model, g, std=0.3):
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(torch.randn(p.shape, generator=g) * (std if p.dim() >= 2 else 0.1)
-                    + (1.0 if "ln" in name and name.endswith("weight") else 0.0))
+                    + (1.0 if ("ln" in name or "norm" in name) and name.endswith("weight") else 0.0))
     return model
 
 
@@ -724,7 +724,7 @@ def train_reference(seed: int | None = None, steps: int = STEPS):
     """The notebook's pipeline with the references: tokenizer, encoding, training. Returns
     (model, tokenizer)."""
     seed = variant_seed() if seed is None else seed
-    tokenizer = Tokenizer(train_bpe(bpe_training_text(seed), VOCAB_SIZE))
+    tokenizer = reference_tokenizer(seed)
     ids = torch.tensor(tokenizer.encode(course_text("train")))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -742,12 +742,18 @@ def train_reference(seed: int | None = None, steps: int = STEPS):
 
 
 @cache
+def reference_tokenizer(seed: int) -> Tokenizer:
+    """The notebook's tokenizer for the variant ``seed``: 512 tokens from 150,000 characters."""
+    return Tokenizer(train_bpe(bpe_training_text(seed), VOCAB_SIZE))
+
+
+@cache
 def _trained():
     return train_reference()
 
 
 def _untrained():
-    model, tokenizer = _trained()
+    tokenizer = reference_tokenizer(variant_seed())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         fresh = GPT(VOCAB_SIZE, BLOCK_SIZE, N_LAYER, N_HEAD, N_EMBD).eval()
