@@ -184,6 +184,14 @@ class GPT(nn.Module):
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
+    def __setattr__(self, name, value):
+        """`self.config = config`, the first line of __init__ to use the config, checks it again
+        (GPTConfig's own checks): a config edited after construction (say n_head) is refused as
+        the model is built instead of building one that fails only in forward."""
+        if name == "config" and isinstance(value, GPTConfig):
+            value.__post_init__()                                  # GPTConfig's checks, once more
+        super().__setattr__(name, value)
+
     @staticmethod
     def _init_weights(module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -261,14 +269,20 @@ class GPT(nn.Module):
 
         config: a GPTConfig of the same sizes with bias=True (`gpt2_config` reads one from a
         `transformers.GPT2Config`). The names are the same; GPT-2's attention-mask buffers, if
-        the state dict has any, are skipped.
+        the state dict has any, are skipped. A state dict with a key this model lacks (e.g. a
+        layer more, or cross-attention) or without one it needs is refused, naming the keys.
         """
         model = cls(config)
         ours = model.state_dict()
-        missing = sorted(set(ours) - set(state_dict))
+        masks = (".attn.bias", ".attn.masked_bias")               # buffers of older checkpoints
+        given = {name for name in state_dict if not name.endswith(masks)}
+        missing, extra = sorted(set(ours) - given), sorted(given - set(ours))
         if missing:
-            raise ValueError(f"state_dict lacks {missing[:4]}{' ...' if len(missing) > 4 else ''}: "
-                             f"is it a GPT2LMHeadModel's of {config}?")
+            raise ValueError(f"state_dict lacks {_few(missing)}: is it a GPT2LMHeadModel's of "
+                             f"n_layer={config.n_layer} and {config}?")
+        if extra:
+            raise ValueError(f"state_dict has {_few(extra)}, which this model does not: is it a "
+                             f"GPT2LMHeadModel's of n_layer={config.n_layer} and {config}?")
         weights = {name: state_dict[name].t() if name.endswith(cls.CONV1D) else state_dict[name]
                    for name in ours}
         for name, w in weights.items():
@@ -293,7 +307,20 @@ def gpt2_config(hf_config):
     """The GPTConfig of a `transformers.GPT2Config` (read by attribute: no import needed).
 
     GPT-2's model is this GPT with biases, an MLP of width 4 C, LayerNorm eps 1e-5 and its own
-    GELU ("gelu_new", the tanh approximation; "gelu" is the exact one)."""
+    GELU ("gelu_new", the tanh approximation; "gelu" is the exact one). What this GPT does not
+    have is refused, naming the option and its value, rather than loaded into a different model:
+    attention scores not divided by sqrt(d_k) (scale_attn_weights=False) or also divided by the
+    layer's number (scale_attn_by_inverse_layer_idx=True), cross-attention, another model_type.
+    reorder_and_upcast_attn=True is accepted: it computes the same scores in another order and in
+    float32 under mixed precision, the same function (tests/test_parity_gpt2_refusals.py)."""
+    unmodelled = {"model_type": ("gpt2",), "scale_attn_weights": (True,),
+                  "scale_attn_by_inverse_layer_idx": (False,), "add_cross_attention": (False,)}
+    refused = {name: getattr(hf_config, name, None) for name, allowed in unmodelled.items()
+               if getattr(hf_config, name, None) not in allowed}
+    if refused:
+        said = ", ".join(f"{name}={value!r}" for name, value in refused.items())
+        raise ValueError(f"course_lib.gpt does not model {said}: refused rather than loaded into "
+                         f"a model that computes something else")
     gelu = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
     if hf_config.activation_function not in gelu:
         raise ValueError(f"activation_function {hf_config.activation_function!r} is not one of {list(gelu)}")
@@ -307,6 +334,11 @@ def gpt2_config(hf_config):
                      n_layer=hf_config.n_layer, n_head=hf_config.n_head, n_embd=hf_config.n_embd,
                      dropout=drops.pop(), bias=True, tie_weights=hf_config.tie_word_embeddings,
                      gelu_approximate=gelu[hf_config.activation_function])
+
+
+def _few(names, n=4):
+    """'[a, b, c, d] ...' for a message: the first n names of a list."""
+    return f"{names[:n]}{' ...' if len(names) > n else ''}"
 
 
 def kv_cache_step(attn, x_t, cache=None):
