@@ -65,8 +65,14 @@ def _positions_cases(g):
             Case("d_model 16, up to max_len", 16, 12, torch.randn(3, 12, 16, generator=g))]
 
 
+def _positions_hidden(g):
+    d = [6, 10, 12][int(torch.randint(0, 3, (1,), generator=g))]
+    return [Case(f"d_model {d}, a batch of 2", d, 20, torch.randn(2, 9, d, generator=g)),
+            Case("d_model 14, up to max_len", 14, 7, torch.randn(1, 7, 14, generator=g))]
+
+
 register("check_a2_positions", Reference(
-    seed=201, cases=_positions_cases, solution=positions_class(),
+    seed=201, cases=_positions_cases, hidden=_positions_hidden, solution=positions_class(),
     mistakes=[positions_class(blocks=True), positions_class(exponent="feature"),
               positions_class(first=1)],
     shortcuts=[_LibraryPositions]))
@@ -245,8 +251,17 @@ def _mask_cases(g):
     ]
 
 
+def _mask_hidden(g):
+    src = torch.randint(4, 9, (3, 5), generator=g)
+    src[1, 3:], src[2, 2:] = 2, 2
+    tgt = torch.randint(4, 9, (3, 6), generator=g)
+    tgt[0, 4:], tgt[2, 1:] = 2, 2
+    return [Case("pad_id 2, padded rows of different lengths", src, tgt, 2),
+            Case("pad_id 0, one row", torch.tensor([[5, 6, 0]]), torch.tensor([[1, 7, 0, 0]]), 0)]
+
+
 register("check_a2_masks", Reference(
-    seed=203, cases=_mask_cases, solution=masks,
+    seed=203, cases=_mask_cases, hidden=_mask_hidden, solution=masks,
     mistakes=[lambda s, t, p: masks(s, t, p, triangle="upper"),
               lambda s, t, p: masks(s, t, p, pad_on="queries"),
               lambda s, t, p: masks(s, t, p, pad_value=0)],
@@ -605,11 +620,19 @@ def _lr_by_scheduler(step, peak_lr, warmup, total_steps):
     return opt.param_groups[0]["lr"]
 
 
+def _random_schedule(g):
+    warmup = int(torch.randint(2, 9, (1,), generator=g))
+    total = warmup + int(torch.randint(5, 31, (1,), generator=g))
+    peak = round(float(torch.rand(1, generator=g)) * 0.01 + 1e-4, 6)
+    return Case(f"peak {peak:g}, warm-up {warmup} of {total} steps", peak, warmup, total)
+
+
 register("check_a2_lr_schedule", Reference(
     seed=208,
     cases=lambda g: [Case("peak 1e-3, warm-up 4 of 12 steps", 1e-3, 4, 12),
                      Case("peak 0.5, warm-up 10 of 50 steps", 0.5, 10, 50),
                      Case("peak 3e-3, warm-up 1 of 6 steps", 3e-3, 1, 6)],
+    hidden=lambda g: [_random_schedule(g), _random_schedule(g)],
     solution=lr_at,
     mistakes=[lambda *a: lr_at(*a, count_from=0), lambda *a: lr_at(*a, fall="from zero"),
               lambda *a: lr_at(*a, fall="none")],
