@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._compare import ATOL, within
+from ._compare import ATOL, compare, within
 from ._engine import Check, Mistake, Prediction
 from ._forbid import AUTOGRAD, Forbidden
 
@@ -91,22 +91,46 @@ check_masked_softmax = Check(
 # --------------------------------------------------------------------------------------
 # Causal mask
 # --------------------------------------------------------------------------------------
+def _causal_symptoms(got, expected):
+    """The comparison of a causal mask, reported as what each query may read: the keys after it
+    that the mask lets it read, and the keys 0..t that it hides (a causal mask: none of either)."""
+    problem = compare(got, expected)
+    if (problem is None or not isinstance(got, torch.Tensor) or got.dtype != torch.bool
+            or got.shape != expected.shape or expected.dim() != 2):
+        return problem
+    T = expected.shape[0]
+    later = (got & ~expected).sum(-1)                              # (T,): keys s > t readable
+    hidden = (~got & expected).sum(-1)                             # (T,): keys s <= t hidden
+    found = []
+    for count, what in ((later, "later key(s) s > t"), (hidden, "of the keys 0..t hidden")):
+        rows = count.nonzero().flatten().tolist()
+        if rows:
+            most = int(count.max())
+            verb = "lets query t read" if count is later else "keeps"
+            found.append(f"in {len(rows)} of its {T} rows (first row {rows[0]}) your mask {verb} "
+                         f"up to {most} {what}")
+    return f"{problem.split(';')[0]}. Measured on your mask for T = {T}: " + "; ".join(found) + (
+        ". A causal mask lets query t read the keys 0..t and none after them.")
+
+
 check_causal_mask = Check(
     "check_causal_mask", "fn(T) -> (T, T) bool mask, True where query i may attend to key j <= i",
     params=("T",),
+    compare=_causal_symptoms,
     forbidden=(Forbidden("course_lib.attention.causal_mask"),
                Forbidden("torch.nn.Transformer.generate_square_subsequent_mask")),
     mistakes=[
-        Mistake("the polarity is inverted: True must mark the ALLOWED positions (on and below "
-                "the diagonal), not the masked ones."),
-        Mistake("this is the upper triangle: row i (the query) may see the keys j <= i."),
-        Mistake("the diagonal is missing: a position may attend to itself."),
+        Mistake("query t may read exactly the keys a causal mask hides (s > t) and none of the "
+                "ones it allows: the polarity is inverted."),
+        Mistake("query t may read itself and every key after it, and no key before it: this is "
+                "the upper triangle."),
+        Mistake("query t may read every key before it but not its own: the diagonal is missing."),
         Mistake("masks are bool tensors (dtype=torch.bool or .bool()), not numbers."),
     ],
-    hints=["Row i is the query, column j the key: which entries of row i are allowed?",
-           "The allowed entries form a triangle with the diagonal; torch has a function that "
-           "keeps one triangle of a matrix.",
-           "Start from a (T, T) bool tensor of ones."],
+    hints=["Measure before reading: for each row t (the query) of your mask, count the keys "
+           "after t it allows and the keys at or before t it hides. A causal mask has 0 and 0.",
+           "Under a causal mask a position's output does not move when only later tokens change: "
+           "measure that change for every t with your mask, and compare with the counts."],
 )
 
 

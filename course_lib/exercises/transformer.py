@@ -40,6 +40,25 @@ check_shift_right = Check(
 # --------------------------------------------------------------------------------------
 # the decoder layer's forward pass (post-LN)
 # --------------------------------------------------------------------------------------
+def _position_spread(args, kwargs, got, expected):
+    """On a case whose memory is one vector repeated at every source position (cross-attention
+    then gives every target position the same vector): how much the learner's output rows still
+    differ across target positions, against a right layer's. Where they do not differ, what the
+    decoder read so far (x) does not reach the output."""
+    x, memory = args[1], args[2]
+    if not (isinstance(got, torch.Tensor) and got.shape == expected.shape
+            and bool((memory == memory[:, :1]).all())):
+        return None
+    yours = (got - got[:, :1]).abs().amax().item()
+    right = (expected - expected[:, :1]).abs().amax().item()
+    if yours > 0.1 * right:
+        return None
+    return (f"on this case the memory is one vector repeated at all {memory.shape[1]} source "
+            f"positions; the rows of your output differ across the {x.shape[1]} target "
+            f"positions by at most {yours:.2g}, where a right layer's differ by up to "
+            f"{right:.2g}: what the decoder has read so far (x) barely reaches your output.")
+
+
 check_decoder_layer = Check(
     "check_decoder_layer",
     "fn(layer, x (B, T, d), memory (B, S, d), self_mask=None, "
@@ -47,22 +66,26 @@ check_decoder_layer = Check(
     "sub-modules of a course_lib DecoderLayer",
     params=("layer", "x", "memory"),
     call=no_grad,
+    diagnose=_position_spread,
     mistakes=[
         Mistake("cross-attention takes its keys and values from the decoder itself: pass "
                 "`memory` as key and value (layer.multihead_attn(x, memory, memory, ...))."),
-        Mistake("the residual connections are missing: each sub-layer adds its output to its input."),
-        Mistake("this is the pre-LN placement (x + sublayer(norm(x))); the exercise asks for the "
-                "paper's post-LN: norm(x + sublayer(x))."),
+        Mistake("with the memory one vector at every source position, your output is the same "
+                "at every target position: x reaches it only as the attentions' queries, and "
+                "nothing of x is added back after a sub-layer (no residual path)."),
+        Mistake("the rows of your output, taken back through norm3's gain and bias, do not have "
+                "mean 0 and standard deviation 1, as they would if norm3 came last: the layer "
+                "looks pre-LN."),
         Mistake("the masks are ignored: pass self_mask to self-attention and memory_mask to "
                 "cross-attention."),
         Mistake("the sub-layers are in the wrong order: masked self-attention first, then "
                 "cross-attention, then the feed-forward network."),
     ],
-    hints=["Three sub-layers, each wrapped the same way: x = norm_k(x + sublayer_k(x)).",
-           "Self-attention takes its queries, keys and values from x, with self_mask; "
-           "cross-attention takes its queries from x and its keys and values from memory, with "
-           "memory_mask. The attention modules return (out, weights).",
-           "The third sub-layer is the feed-forward network linear2(relu(linear1(x)))."],
+    hints=["Measure before reading: how much does your output change when x changes, and when "
+           "memory changes (the gradient of sum(out @ u), or a small change of each)? Compare "
+           "with layer(x, memory), called outside your function.",
+           "Repeat the measurement after each of the three sub-layers (stop your function "
+           "there): after which one does x stop reaching the output?"],
     forbidden=(Forbidden("course_lib.transformer.DecoderLayer"),
                Forbidden("course_lib.transformer.Decoder"),
                Forbidden("torch.nn.TransformerDecoderLayer")),

@@ -25,8 +25,24 @@ def _lstm_step(x_proj, state, weight_hh, bias_hh, order="ifgo", write=True, squa
     return o * (torch.tanh(c) if squash else c), c
 
 
+def _forget_probe(H=3):
+    """The first case, a probe of the forget gate: h = 0, c = 1, x_proj zero but the forget block
+    (rows H..2H) at +3, no bias: a right step keeps sigmoid(3) = 0.953 of c (the candidate is
+    tanh(0) = 0), so the check's message can say how much of c the learner's step keeps."""
+    x_proj = torch.zeros(2, 4 * H)
+    x_proj[:, H : 2 * H] = 3.0
+    weight_hh = torch.linspace(-0.5, 0.5, 4 * H * H).reshape(4 * H, H)
+    return Case(
+        "a probe: h = 0, c = 1, x_proj zero but the forget block (rows H..2H) at +3, no bias",
+        x_proj,
+        (torch.zeros(2, H), torch.ones(2, H)),
+        weight_hh,
+        torch.zeros(4 * H),
+    )
+
+
 def _lstm_cases(g):
-    cases = []
+    cases = [_forget_probe()]
     for description, B, H in [("B=2, 3 units", 2, 3), ("one example, 5 units", 1, 5), ("B=4, 2 units", 4, 2)]:
         state = (randn(g, B, H, scale=0.7), randn(g, B, H, scale=1.5))
         cases.append(
@@ -49,7 +65,6 @@ register(
         solution=lib("rnn.lstm_step"),
         written=_lstm_step,
         mistakes=[
-            lambda *a: _lstm_step(*a, order="figo"),
             lambda *a: _lstm_step(*a, write=False),
             lambda *a: _lstm_step(*a, squash=False),
             lambda *a: _lstm_step(*a, candidate="sigmoid"),
@@ -80,12 +95,10 @@ def lstm_reach(step, forget_bias=3.0, steps=50, hidden=32, seed=0):
 # --------------------------------------------------------------------------------------
 # Part 2: the source mask
 # --------------------------------------------------------------------------------------
-def _source_mask(lengths, S, inclusive=False, allowed=True, dims=2):
-    real = (
-        torch.arange(S)[None, :] <= lengths[:, None]
-        if inclusive
-        else torch.arange(S)[None, :] < lengths[:, None]
-    )
+def _source_mask(lengths, S, allowed=True, dims=2, shift=0):
+    """The mask of right-padded sources; the keywords are typical mistakes (shift=-1: both of
+    the suspect's readings corrected at once, so the last real position is dropped)."""
+    real = torch.arange(S)[None, :] < lengths[:, None] + shift
     real = real if allowed else ~real
     return real if dims == 2 else real[:, None, None, :]
 
@@ -103,8 +116,8 @@ register(
         solution=lambda lengths, S: lib("attention.padding_mask")(lengths, S)[:, 0, 0, :],
         written=_source_mask,
         mistakes=[
-            lambda lengths, S: _source_mask(lengths, S, inclusive=True),
             lambda lengths, S: _source_mask(lengths, S, allowed=False),
+            lambda lengths, S: _source_mask(lengths, S, shift=-1),
             lambda lengths, S: _source_mask(lengths, S, dims=4),
         ],
         shortcuts=[lambda lengths, S: lib("attention.padding_mask")(lengths, S)[:, 0, 0, :]],

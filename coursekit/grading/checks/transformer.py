@@ -88,6 +88,12 @@ def _decoder_cases(g):
     pad = torch.ones(2, 1, 1, 6, dtype=torch.bool)
     pad[1, ..., 4:] = False
     return [
+        Case(
+            "a probe: the memory is one vector repeated at every source position, no masks",
+            layers[0],
+            randn(g, 2, 5, 16),
+            randn(g, 2, 1, 16).expand(2, 6, 16).clone(),
+        ),
         Case("no masks", layers[0], randn(g, 2, 5, 16), randn(g, 2, 6, 16)),
         Case(
             "causal self mask, source padding mask",
