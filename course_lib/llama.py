@@ -326,10 +326,14 @@ class Llama(nn.Module):
         config: a LlamaConfig of the same sizes (`llama_config` reads one from a
         `transformers.LlamaConfig`). The names are the same; the rows of q_proj and k_proj are
         permuted into apply_rope's layout. A state dict with a key this config lacks (e.g. a
-        layer more) or without one it needs is refused, naming the keys.
+        layer more) or without one it needs is refused, naming the keys; with tied embeddings
+        lm_head.weight may be left out (safetensors files store a tied matrix once).
         """
         model = cls(config)
         ours = model.state_dict()
+        embed = state_dict.get("model.embed_tokens.weight")
+        if config.tie_weights and "lm_head.weight" not in state_dict and embed is not None:
+            state_dict = {**state_dict, "lm_head.weight": embed}   # files store a tied matrix once
         given = {name for name in state_dict if not name.endswith(cls.SKIPPED)}
         missing, extra = sorted(set(ours) - given), sorted(given - set(ours))
         problems = [f"lacks {_few(missing)}"] if missing else []

@@ -146,10 +146,10 @@ def test_the_cache_holds_n_kv_head_heads_and_changes_no_number(n_kv_head):
         steps = torch.cat(steps, dim=1)  # the prompt, then one token at a time
     assert caches[0].k.shape == caches[0].v.shape == (2, n_kv_head, 12, 8)
     assert (full - steps).abs().max() < 1e-5
-    g = torch.Generator()
-    sampled = [model.generate(idx[:, :4], 16, top_k=5, use_cache=cached, generator=g.manual_seed(3))
+    g = torch.Generator()  # 30 tokens: past block_size=24, both re-read the last 24 tokens
+    sampled = [model.generate(idx[:, :4], 26, top_k=5, use_cache=cached, generator=g.manual_seed(3))
                for cached in (True, False)]
-    assert torch.equal(*sampled) and sampled[0].shape == (2, 20)
+    assert torch.equal(*sampled) and sampled[0].shape == (2, 30)
 
 
 def test_rmsnorm_and_the_swiglu_width():
@@ -210,6 +210,12 @@ def test_state_dicts_of_other_sizes_are_refused():
         Llama.from_hf(sd2, narrow)
     with pytest.raises(ValueError, match="tie_weights is True"):
         Llama.from_hf(sd2, llama_config(_hf_config(tied=True)))
+    tied = _hf_model(tied=True).state_dict()  # a tied matrix stored once, as in a safetensors file
+    stored_once = {k: w for k, w in tied.items() if k != "lm_head.weight"}
+    ours = Llama.from_hf(stored_once, llama_config(_hf_config(tied=True)))
+    assert torch.equal(ours.lm_head.weight, tied["lm_head.weight"])
+    with pytest.raises(ValueError, match=r"lacks \['lm_head.weight'\]"):  # untied, it is needed
+        Llama.from_hf({k: w for k, w in sd2.items() if k != "lm_head.weight"}, two)
 
 
 def test_the_config_is_checked_when_the_model_is_built():
