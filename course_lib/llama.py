@@ -375,10 +375,11 @@ def llama_config(hf_config):
     RoPE scaling or a partial rotation, a head size other than hidden_size / num_attention_heads,
     pretraining_tp, attention dropout (this model has one dropout rate for embeddings, attention
     and residual branches; Hugging Face's Llama drops attention weights only)."""
-    refused = {}
     model_type = getattr(hf_config, "model_type", None)
     if model_type != "llama":
-        refused["model_type"] = model_type
+        raise ValueError(f"course_lib.llama does not model model_type={model_type!r}: "
+                         f"llama_config reads a transformers.LlamaConfig")
+    refused = {}
     d_k = hf_config.hidden_size // hf_config.num_attention_heads
     checks = {"hidden_act": ("silu", "swish"), "attention_bias": (False,), "mlp_bias": (False,),
               "pretraining_tp": (1, None), "attention_dropout": (0, None), "sliding_window": (None,),

@@ -13,8 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported:
 import pytest
 import torch
 import torch.nn.functional as F
+from transformers import GPT2Config, LlamaForCausalLM, MistralConfig
 from transformers import LlamaConfig as HFLlamaConfig
-from transformers import LlamaForCausalLM, MistralConfig
 
 from course_lib.gpt import MLP as GPTMLP
 from course_lib.gpt import GPTConfig
@@ -188,8 +188,14 @@ def test_unmodelled_options_are_refused(option, value, said):
 def test_other_model_types_are_refused():
     mistral = MistralConfig(vocab_size=V, hidden_size=32, intermediate_size=50, num_hidden_layers=2,
                             num_attention_heads=4, num_key_value_heads=2, sliding_window=8)
-    with pytest.raises(ValueError, match="model_type='mistral'.*sliding_window=8"):
+    with pytest.raises(ValueError, match="does not model model_type='mistral'"):
         llama_config(mistral)
+    with pytest.raises(ValueError, match="does not model model_type='gpt2'"):
+        llama_config(GPT2Config())
+    windowed = _hf_config()
+    windowed.sliding_window = 8  # a Llama config carrying another model's option
+    with pytest.raises(ValueError, match="does not model sliding_window=8"):
+        llama_config(windowed)
 
 
 def test_state_dicts_of_other_sizes_are_refused():
