@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from . import _variant
+from ._variant import data_dir as _variant_data_dir
 
 __all__ = ["DATA_DIR", "FORMAT", "build", "decode", "encode", "read", "write"]
 
@@ -102,7 +102,7 @@ def decode(x: Any) -> Any:
 def path_of(name: str) -> Path:
     """Where the data of ``name`` is read from: the active variant's folder when it holds it
     (``_variant.py``), else the package's."""
-    folder = _variant.data_dir()
+    folder = _variant_data_dir()
     if folder is not None and (folder / f"{name}.pt").is_file():
         return folder / f"{name}.pt"
     return DATA_DIR / f"{name}.pt"
