@@ -12,6 +12,8 @@ One module per topic; each chapter of the book studies one of them.
     positional  sinusoidal and learned positional encodings, RoPE, ALiBi
     transformer encoder/decoder layers and stacks (torch.nn.Transformer*-compatible), Transformer
     gpt         a decoder-only GPT with a key/value cache
+    llama       the modern decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention,
+                Hugging Face Llama weights (from_hf / to_hf)
     mlm         a BERT-style masked language model, its recipe, and two count baselines
     bpe         byte-level byte-pair encoding, GPT-2's tokenizer: learning merges, encoding, decoding
     recipes     one training recipe per model family, shared by the chapters and benchmarks/
