@@ -138,9 +138,10 @@ class Svg:
         self.front: list[str] = []
 
     # -- primitives -------------------------------------------------------------------------
-    def text(self, x, y, label, size=14, anchor="middle", color=INK, weight=None, italic=False):
+    def text(self, x, y, label, size=14, anchor="middle", color=INK, weight=None, italic=False, rotate=0):
         style = f' font-weight="{weight}"' if weight else ""
         style += ' font-style="italic"' if italic else ""
+        style += f' transform="rotate({rotate} {x} {y})"' if rotate else ""
         self.front.append(
             f'<text x="{x}" y="{y}" font-size="{size}" text-anchor="{anchor}" fill="{color}" '
             f'xml:space="preserve" style="white-space: pre"'
@@ -244,7 +245,7 @@ class Svg:
 
 
 def rnn_unrolled() -> Svg:
-    g = Svg(860, 390, "A vanilla RNN unrolled over T steps, with the paths of backpropagation through time")
+    g = Svg(860, 405, "A vanilla RNN unrolled over T steps, with the paths of backpropagation through time")
     cy, bw, bh = 215, 86, 52
     xs = {1: 150, 2: 300, 3: 450, "T": 650}
     # forward: states along the chain
@@ -286,17 +287,17 @@ def rnn_unrolled() -> Svg:
         g.text(x + 8, 135, f"$G_{k}$", size=14, anchor="start", color=GRAD)
     # legend
     g.line((30, 12 + 8), (62, 12 + 8), arrow=True, halo=False)
-    g.text(70, 25, "forward", size=12, anchor="start", color=MUTED)
+    g.text(70, 25, "forward", size=13, anchor="start", color=MUTED)
     g.line((150, 20), (182, 20), color=GRAD, dash=True, halo=False)
     g.text(
         190,
         25,
         "backward (gradient): each step back, $\\,× \\text{diag}(1 - h_t^2)\\,W_{hh}$",
-        size=12,
+        size=13,
         anchor="start",
         color=MUTED,
     )
-    g.text(850, 25, "the same $W_{ih}, W_{hh}$, biases at every step", size=12, anchor="end", color=MUTED)
+    g.text(850, 398, "the same $W_{ih}, W_{hh}$, biases at every step", size=13, anchor="end", color=MUTED)
     return g
 
 
@@ -354,9 +355,9 @@ def lstm_cell() -> Svg:
     g.text(664, 30, "$h_t$ (output)", size=14, anchor="start")
     # legend
     g.text(
-        805, 372, "box: linear map of $[x_t, h_{t-1}]$, then σ or tanh", size=12, anchor="end", color=MUTED
+        805, 372, "box: linear map of $[x_t, h_{t-1}]$, then σ or tanh", size=13, anchor="end", color=MUTED
     )
-    g.text(805, 390, "circle: elementwise product (×) or sum (+)", size=12, anchor="end", color=MUTED)
+    g.text(805, 390, "circle: elementwise product (×) or sum (+)", size=13, anchor="end", color=MUTED)
     return g
 
 
@@ -386,7 +387,7 @@ def gru_cell() -> Svg:
         g.box(x, gy, 46, 40, "σ", "gate", size=15)
     # candidate: the reset gate acts after the product with W_hn
     g.line((350, hb), (350, 232))
-    g.box(350, 210, 76, 40, "$h_{t-1}W_{hn}^\\top$\n$+\\,b_{hn}$", "linear", size=12)
+    g.box(350, 210, 76, 40, "$h_{t-1}W_{hn}^\\top$\n$+\\,b_{hn}$", "linear", size=13)
     g.line((350, 190), (350, 157))
     g.op(350, 145, "×")
     g.line((170, gy - 20), (170, 145), (338, 145))
@@ -395,7 +396,7 @@ def gru_cell() -> Svg:
     g.box(465, 145, 58, 40, "tanh", "tanh", size=15)
     g.line((470, xb), (470, 165))
     g.dot(470, xb)
-    g.text(478, 250, "$x_t W_{in}^\\top + b_{in}$", size=12, anchor="start", color=MUTED)
+    g.text(478, 250, "$x_t W_{in}^\\top + b_{in}$", size=13, anchor="start", color=MUTED)
     # h_t = (1 - z_t) ⊙ n_t + z_t ⊙ h_{t-1}
     g.line((260, gy - 20), (260, 105), (530, 105), (530, top + 11))
     g.text(268, 125, "$z_t$", size=15, anchor="start")
@@ -408,8 +409,8 @@ def gru_cell() -> Svg:
     g.text(505, 138, "$n_t$", size=15, anchor="start")
     g.line((622, 200), (670, 200), (670, top + 11))
     # legend
-    g.text(805, 372, "box: linear map of its inputs, then σ or tanh", size=12, anchor="end", color=MUTED)
-    g.text(805, 390, "circle: elementwise product (×), sum (+), 1 − z", size=12, anchor="end", color=MUTED)
+    g.text(805, 372, "box: linear map of its inputs, then σ or tanh", size=13, anchor="end", color=MUTED)
+    g.text(805, 390, "circle: elementwise product (×), sum (+), 1 − z", size=13, anchor="end", color=MUTED)
     return g
 
 
@@ -438,8 +439,8 @@ def seq2seq_bottleneck() -> Svg:
     g.text(405, cy - 8, "$h_S$", size=14)
     g.box(450, cy, 22, 92, "", "context")
     g.text(450, cy - 60, "$c = h_S$", size=16)
-    g.text(450, cy + 66, "one vector,", size=12, color=MUTED)
-    g.text(450, cy + 81, "fixed size", size=12, color=MUTED)
+    g.text(450, cy + 66, "one vector,", size=13, color=MUTED)
+    g.text(450, cy + 81, "fixed size", size=13, color=MUTED)
     g.line((461, cy), (598, cy))
     g.text(528, cy - 9, "$s_0 = \\text{tanh}(W_{\\text{init}}\\,c)$", size=13)
     dec = [(630, "⟨bos⟩", "$y_1$"), (745, "$y_1$", "$y_2$"), (860, "$y_2$", "⟨eos⟩")]
@@ -448,7 +449,7 @@ def seq2seq_bottleneck() -> Svg:
         g.line((x, 290), (x, cy + 23))
         g.text(x, 305, yin, size=15)
         g.line((x, cy - 23), (x, 112))
-        g.box(x, 100, 70, 24, "softmax", "linear", size=11)
+        g.box(x, 100, 70, 24, "softmax", "linear", size=12)
         g.line((x, 88), (x, 42))
         g.text(x, 32, yout, size=15)
         if k:
@@ -509,7 +510,7 @@ def attention_over_encoder() -> Svg:
     g.text(dx, 100, "$s_t$", size=15)
     g.line((650, 268), (650, 60), (sx + 180, 60), color=purple, dash=True)
     g.text(560, 52, "$s_{t-1}$", size=13, color=MUTED)
-    g.text(606, 400, "line width: $α_{tj}$", size=12, anchor="start", color=MUTED)
+    g.text(606, 400, "line width: $α_{tj}$", size=13, anchor="start", color=MUTED)
     return g
 
 
@@ -565,8 +566,8 @@ def multi_head() -> Svg:
         g.line((x, 362), (x, 298))
         g.text(x + 8, 345, w.replace("W^", "").replace("$", "").join("$$"), size=15, anchor="start")
     g.dot(x0, 505)
-    g.text(490, 465, "$(B, T, d_\\text{model})$", size=13, color=MUTED, anchor="start")
-    g.text(490, 385, "$(B, h, T, d_k)$, $d_k = d_\\text{model}/h$", size=13, color=MUTED, anchor="start")
+    g.text(455, 465, "$(B, T, d_\\text{model})$", size=13, color=MUTED, anchor="start")
+    g.text(455, 385, "$(B, h, T, d_k)$, $d_k = d_\\text{model}/h$", size=13, color=MUTED, anchor="start")
     # h heads, drawn as a stack of cards
     for k in (2, 1, 0):
         dx = 16 * k
@@ -577,11 +578,11 @@ def multi_head() -> Svg:
     g.text(255, 246, "scaled dot-product attention", size=15)
     g.text(255, 268, "head 1", size=13, color=MUTED)
     g.text(440, 186, "head $h$", size=13, color=MUTED, anchor="start")
-    g.text(490, 250, "every head at once: weights $(B, h, T, T)$", size=13, color=MUTED, anchor="start")
-    g.text(490, 268, "output $(B, h, T, d_k)$", size=13, color=MUTED, anchor="start")
+    g.text(455, 250, "every head at once: weights $(B, h, T, T)$", size=13, color=MUTED, anchor="start")
+    g.text(455, 268, "output $(B, h, T, d_k)$", size=13, color=MUTED, anchor="start")
     g.line((x0, 174), (x0, 150))
     g.box(x0, 130, 200, 38, "merge_heads (Concat)", "plain", size=13)
-    g.text(490, 135, "$(B, T, h\\,d_k) = (B, T, d_\\text{model})$", size=13, color=MUTED, anchor="start")
+    g.text(455, 135, "$(B, T, h\\,d_k) = (B, T, d_\\text{model})$", size=13, color=MUTED, anchor="start")
     g.line((x0, 111), (x0, 88))
     g.box(x0, 68, 90, 40, "$W^O$", "linear", size=16)
     g.line((x0, 48), (x0, 28))
@@ -617,7 +618,7 @@ def transformer_layers() -> Svg:
     top, ya2 = _sublayer(g, ex, top, "feed-forward (FFN)", "linear", "linear1, ReLU, linear2", 46)
     g.panel(80, top - 12, 290, 664 - top, "encoder layer  × N", bottom=True)
     for ya, name in ((ya1, "norm1"), (ya2, "norm2")):
-        g.text(ex + 106, ya + 4, name, size=11, anchor="start", color=MUTED)
+        g.text(ex + 106, ya + 4, name, size=12, anchor="start", color=MUTED)
     g.text(dx, 675, "target so far: $y$  $(B, T, d_\\text{model})$", size=14)
     top_d, yd1 = _sublayer(
         g, dx, 660, "masked multi-head\nself-attention", "attn", "self_attn; causal mask", 56
@@ -628,13 +629,13 @@ def transformer_layers() -> Svg:
     ym = ycross + 18
     g.line((ex, top), (ex, top - 40), (420, top - 40), (420, ym), (dx - 60, ym), (dx - 60, ycross))
     g.text(ex - 8, top - 36, "memory $(B, S, d_\\text{model})$", size=14, anchor="end")
-    g.text(412, (top - 40 + ym) / 2, "keys, values", size=12, anchor="end", color=MUTED)
-    g.text(dx + 8, ycross + 30, "queries", size=12, anchor="start", color=MUTED)
+    g.text(434, (top - 40 + ym) / 2, "keys, values", size=13, color=MUTED, rotate=-90)
+    g.text(dx + 8, ycross + 30, "queries", size=13, anchor="start", color=MUTED)
     top_d, yd2 = _sublayer(g, dx, top_d, "multi-head\ncross-attention", "attn", "multihead_attn", 56, gap=44)
     top_d, yd3 = _sublayer(g, dx, top_d, "feed-forward (FFN)", "linear", "linear1, ReLU, linear2", 46)
     g.panel(460, top_d - 12, 320, 664 - top_d, "decoder layer  × N", bottom=True)
     for ya, name in ((yd1, "norm1"), (yd2, "norm2"), (yd3, "norm3")):
-        g.text(dx + 106, ya + 4, name, size=11, anchor="start", color=MUTED)
+        g.text(dx + 106, ya + 4, name, size=12, anchor="start", color=MUTED)
     g.line((dx, top_d), (dx, top_d - 44))
     g.text(dx, top_d - 54, "output $(B, T, d_\\text{model})$", size=14)
     g.top = top_d - 76
@@ -672,8 +673,8 @@ def gpt_block() -> Svg:
     top = _prenorm(g, x, top, "ln_2", "MLP", "linear", "mlp: c_fc, GELU, c_proj", 46)
     g.panel(x - 150, top - 12, 330, 608 - top)
     g.text(x + 192, top + 8, "block  × $L$", size=14, anchor="start", color=MUTED)
-    g.text(x + 192, top + 26, "(transformer.h)", size=12, anchor="start", color=MUTED)
-    g.text(x + 134, 500, "residual", size=12, anchor="start", color=MUTED)
+    g.text(x + 192, top + 26, "(transformer.h)", size=13, anchor="start", color=MUTED)
+    g.text(x + 134, 500, "residual", size=13, anchor="start", color=MUTED)
     g.line((x, top), (x, top - 44))
     g.box(x, top - 58, 170, 28, "LayerNorm (ln_f)", "norm", size=13)
     g.line((x, top - 72), (x, top - 96))
