@@ -581,11 +581,12 @@ check_a2_lr_schedule = Check(
 
 
 def _train_step_observed(fn, toy_args, state, src, tgt_out, first_step, hp):
-    """Two calls of ``fn`` on a toy model with a fresh Adam: the losses, the learning rates set,
-    and the parameters after."""
+    """Two calls of ``fn`` on a toy model with a fresh SGD optimiser (its update is linear in the
+    gradient, so equivalent ways of computing the loss agree to rounding): the losses, the
+    learning rates set, and the parameters after."""
     model = ToySeq2Seq(*toy_args)
     model.load_state_dict(state)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     losses, rates = [], []
     for step in (first_step, first_step + 1):
         losses.append(float(fn(model, optimizer, src, tgt_out, step, dict(hp))))
@@ -601,7 +602,7 @@ check_a2_train_step = Check(
     "hp['total_steps']), runs the model on (src, tgt_in = <bos> then tgt_out without its last "
     "token, hp['bos_id']), takes your smoothed loss (hp['pad_id'], hp['eps']), and makes one "
     "optimizer step with the gradients clipped to norm hp['clip'] (run twice on a toy model; the "
-    "losses, the rates and the parameters after are compared)",
+    "losses, the rates and the parameters after are compared; the check's optimizer is SGD)",
     params=("toy_args", "state", "src", "tgt_out", "first_step", "hp"),
     call=_train_step_observed, forbidden=LOSSES,
     mistakes=[

@@ -675,7 +675,7 @@ def _toy_state(toy_args, g, scale=1.0):
 
 
 def _train_step_cases(g):
-    hp = dict(peak_lr=0.05, warmup=3, total_steps=10, bos_id=1, pad_id=0, eps=0.0, clip=0.5)
+    hp = dict(peak_lr=0.5, warmup=3, total_steps=10, bos_id=1, pad_id=0, eps=0.0, clip=0.5)
     toy = (9, 8, 6, 16, 0)
     return [
         Case("steps 2 and 3 (warm-up), eps 0", toy, _toy_state(toy, g), torch.randint(4, 9, (4, 5), generator=g),
