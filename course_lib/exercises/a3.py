@@ -131,6 +131,8 @@ def _parts(obj):
     else:
         raise WrongResult("pass (model, tokenizer): your trained GPT and your Tokenizer, e.g. "
                           f"check_a3_heldout_bpc((model, tokenizer)); got {type(obj).__name__}.")
+    if model is None or tokenizer is None:
+        raise NotImplementedError("train the model (and the tokenizer) first")
     if not isinstance(model, nn.Module):
         raise WrongResult(f"the first of the pair must be your GPT (an nn.Module), got "
                           f"{type(model).__name__}.")
@@ -667,7 +669,8 @@ check_a3_heldout_bpc = Goal(
     "check_a3_heldout_bpc",
     f"the bits per character of your trained GPT and your tokenizer on held-out windows of the "
     f"course text's TEST split, measured by the check (heldout_bits_per_char): at most "
-    f"{GOAL_BPC} (the notebook's budget, 800 steps; the unigram frequencies of the characters "
+    f"{GOAL_BPC} (the notebook's budget, 800 steps; the reference build reached 1.97 to 2.18 over "
+    f"three training seeds, each measured on four held-out seeds; the characters' frequencies "
     f"alone give 4.69)",
     quantity="the held-out bits per character", at_most=GOAL_BPC,
     measure=heldout_bits_per_char,
@@ -680,8 +683,8 @@ check_a3_heldout_bpc = Goal(
         Mistake("the model trains on too little: check that the training ids are the WHOLE "
                 "training split encoded by your tokenizer"),
     ],
-    hints=["Print the training loss every 100 steps: in nats per token it should fall below "
-           "3.5 within 400 steps.",
+    hints=["Print the training loss every 100 steps: in nats per token it should be near 3.5 by "
+           "step 400 and near 3.0 at the end.",
            "Measure your model with your bits_per_char on the validation split first: it should "
            "be close to the check's value on the test split."],
 )

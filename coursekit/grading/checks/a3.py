@@ -717,7 +717,7 @@ register("check_a3_sample_top_p", Reference(
 # The goal: a trained reference (model, tokenizer)
 # ======================================================================================
 VOCAB_SIZE, BLOCK_SIZE, N_LAYER, N_HEAD, N_EMBD = 512, 64, 2, 4, 64
-STEPS, BATCH, MAX_LR, WARMUP, WEIGHT_DECAY, MAX_NORM = 800, 16, 6e-3, 80, 0.1, 1.0
+STEPS, BATCH, MAX_LR, WARMUP, WEIGHT_DECAY, MAX_NORM = 800, 16, 4e-3, 80, 0.1, 1.0
 
 
 def train_reference(seed: int | None = None, steps: int = STEPS):
