@@ -554,6 +554,45 @@ def scaled_dot_product() -> Svg:
     return g
 
 
+def self_and_cross_attention() -> Svg:
+    g = Svg(860, 400, "Self-attention and cross-attention: where the queries, keys and values come from")
+    g.panel(20, 20, 390, 368, "self-attention")
+    g.panel(450, 20, 390, 368, "cross-attention")
+    attn = "$\\text{softmax}(QK^\\top / √d_k)\\, V$"
+    # self-attention: Q, K and V are projections of one sequence X
+    x0 = 215
+    g.text(x0, 352, "$X$  $(n, d_\\text{model})$", size=15)
+    g.text(x0, 372, "one sequence", size=13, color=MUTED)
+    for x, w, name in ((125, "$W^Q$", "$Q$"), (215, "$W^K$", "$K$"), (305, "$W^V$", "$V$")):
+        g.line((x0, 338), (x0, 318), (x, 318), (x, 282))
+        g.box(x, 262, 70, 40, w, "linear", size=16)
+        g.line((x, 242), (x, 166))
+        g.text(x + 8, 205, name, size=15, anchor="start")
+    g.dot(x0, 318)
+    g.box(x0, 140, 300, 52, attn, "attn", size=15, sub="weights $(n, n)$")
+    g.line((x0, 114), (x0, 80))
+    g.text(x0, 68, "output $(n, d_v)$: one row per token", size=14)
+    # cross-attention: queries from the decoder's states, keys and values from the encoder's
+    g.text(555, 352, "$Y$  $(m, d_\\text{model})$", size=15)
+    g.text(555, 372, "decoder states", size=13, color=MUTED)
+    g.line((555, 338), (555, 282))
+    g.box(555, 262, 70, 40, "$W^Q$", "linear", size=16)
+    g.line((555, 242), (555, 166))
+    g.text(563, 205, "$Q$", size=15, anchor="start")
+    g.text(735, 352, "$X$  $(n, d_\\text{model})$", size=15)
+    g.text(735, 372, "encoder states", size=13, color=MUTED)
+    for x, w, name in ((690, "$W^K$", "$K$"), (780, "$W^V$", "$V$")):
+        g.line((735, 338), (735, 318), (x, 318), (x, 282))
+        g.box(x, 262, 70, 40, w, "linear", size=16)
+        g.line((x, 242), (x, 166))
+        g.text(x + 8, 205, name, size=15, anchor="start")
+    g.dot(735, 318)
+    g.box(665, 140, 300, 52, attn, "attn", size=15, sub="weights $(m, n)$")
+    g.line((665, 114), (665, 80))
+    g.text(665, 68, "output $(m, d_v)$: one row per query", size=14)
+    return g
+
+
 def multi_head() -> Svg:
     g = Svg(760, 560, "Multi-head attention: h heads side by side, concatenated, then W^O")
     x0 = 250
@@ -693,6 +732,7 @@ DIAGRAMS = {
     "seq2seq_bottleneck": seq2seq_bottleneck,
     "attention_over_encoder_states": attention_over_encoder,
     "scaled_dot_product_attention": scaled_dot_product,
+    "self_and_cross_attention": self_and_cross_attention,
     "multi_head_attention": multi_head,
     "transformer_layers": transformer_layers,
     "gpt_block": gpt_block,
