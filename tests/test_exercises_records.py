@@ -101,7 +101,8 @@ def test_each_mistake_fails_with_its_own_message(name):
             record(*args)
         message = str(info.value)
         assert not isinstance(info.value, ExerciseNotAttempted), message
-        assert f"Likely cause: {mistake.message}" in message, (
+        label = getattr(record, "cause_label", "Likely cause")
+        assert f"{label}: {mistake.message}" in message, (
             f"{name}: the mistake {mistake.message!r} was not named; the check said:\n{message}"
         )
 
@@ -212,5 +213,5 @@ def test_hidden_cases_pass_the_reference_and_fail_the_mistakes(name, capsys):
         if isinstance(record, Check):
             assert "hidden cases passed" in capsys.readouterr().out
         _mistake, args = ex["mistakes"][0]
-        with pytest.raises(ExerciseFailure, match="Likely cause"):
+        with pytest.raises(ExerciseFailure, match=getattr(record, "cause_label", "Likely cause")):
             record(*args)

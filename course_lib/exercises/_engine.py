@@ -152,7 +152,7 @@ class _Record:
                  why: str | None = None) -> ExerciseFailure:
         text = [f"{self.name}: {lines[0]}", *(f"  {line}" for line in lines[1:] if line)]
         if cause:
-            text.append(f"  Likely cause: {cause}")
+            text.append(f"  {getattr(self, 'cause_label', 'Likely cause')}: {cause}")
         if why:
             text.append(f"  Why: {why}")
         hint = self._hint()
@@ -188,7 +188,9 @@ class Check(_Record):
     function modified); ``compare(got, expected) -> None | str`` (default: tensors, tuples,
     numbers, see ``_compare``); ``outputs``: names of the parts of a tuple result;
     ``diagnose(args, kwargs, got, expected) -> None | str`` for a pattern no single mistake
-    captures.
+    captures; ``cause_label``: how the matched mistake or the diagnosis is introduced ("Likely
+    cause"; a debugging exercise, whose messages report a measurement and never the bug, says
+    "Measured").
     """
 
     name: str
@@ -203,6 +205,7 @@ class Check(_Record):
     compare: Callable | None = None
     outputs: Sequence[str] = ()
     diagnose: Callable | None = None
+    cause_label: str = "Likely cause"
     kind = "function"
 
     def __post_init__(self):

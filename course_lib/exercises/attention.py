@@ -115,6 +115,7 @@ def _causal_symptoms(got, expected):
 
 check_causal_mask = Check(
     "check_causal_mask", "fn(T) -> (T, T) bool mask, True where query i may attend to key j <= i",
+    cause_label="Measured",  # a debugging exercise: the check reports a measurement, not the bug
     params=("T",),
     compare=_causal_symptoms,
     forbidden=(Forbidden("course_lib.attention.causal_mask"),

@@ -92,6 +92,7 @@ check_lstm_step = Check(
     "check_lstm_step",
     "fn(x_proj (B, 4H), (h, c) each (B, H), weight_hh (4H, H), bias_hh (4H,)) -> (h', c'): one "
     "LSTM step in torch's gate order i, f, g, o",
+    cause_label="Measured",  # a debugging exercise: the check reports a measurement, not the bug
     params=("x_proj", "state", "weight_hh", "bias_hh"), outputs=("h'", "c'"),
     forbidden=(Forbidden("course_lib.rnn.lstm_step"), Forbidden("course_lib.rnn.LSTMCell"),
                Forbidden("course_lib.rnn.LSTM"), Forbidden("torch.nn.LSTMCell"),
@@ -160,6 +161,7 @@ check_source_mask = Check(
     "check_source_mask",
     "fn(lengths (B,) int64, S) -> (B, S) bool: True at the real positions 0 .. length - 1 of each "
     "right-padded source, False at its padding",
+    cause_label="Measured",  # a debugging exercise: the check reports a measurement, not the bug
     params=("lengths", "S"),
     compare=_padding_symptoms,
     forbidden=(Forbidden("course_lib.attention.padding_mask"),

@@ -64,6 +64,7 @@ check_decoder_layer = Check(
     "fn(layer, x (B, T, d), memory (B, S, d), self_mask=None, "
     "memory_mask=None) -> (B, T, d): a post-LN decoder layer's forward pass, with the "
     "sub-modules of a course_lib DecoderLayer",
+    cause_label="Measured",  # a debugging exercise: the check reports a measurement, not the bug
     params=("layer", "x", "memory"),
     call=no_grad,
     diagnose=_position_spread,
