@@ -515,7 +515,7 @@ def attention_over_encoder() -> Svg:
 
 
 # ---------------------------------------------------------------------------------------------
-# Chapters 5 and 7: scaled dot-product attention, multi-head attention
+# Chapters 5 to 7: scaled dot-product attention, self- and cross-attention, multi-head attention
 # ---------------------------------------------------------------------------------------------
 
 
