@@ -4,7 +4,7 @@ dask.distributed cluster, and every finished run is written at once to a record 
     with engine.connect(jobs=2) as client:                  # a LocalCluster: 2 worker processes
     with engine.connect("tcp://HOST:8786") as client:       # an existing scheduler (or its scheduler file)
     store = engine.RunStore(folder, key)                    # folder/<point id>-seed<seed>.json
-    records, failed = engine.run_all(grid, task, store, client)
+    records, failures = engine.run_all(name, spec.run, grid, config, metrics, client, store)
 
 A run is a pure function of (point, seed, config): it seeds everything it draws, so it gives the
 same numbers on whichever worker it lands, and again when a worker dies in the middle of it and

@@ -9,7 +9,8 @@ start-up   from nothing to 2 worker processes that have imported torch and cours
 per task   the mean wall time of a task through the engine, on the warm workers, minus nothing:
            `noop` (a function that returns None) and `toy` (one run of benchmarks/toy_sweep.py's
            toy_engine sweep, 40 steps, through engine.run_task, as a sweep runs it); the toy
-           run's own time in this process is printed beside it
+           run's own time in this process is printed above, and the median of the runs' own
+           times (engine.run_task's "seconds", measured in the worker) in the last column
 The median of --repeats. Printed as a Markdown table (benchmarks/ENGINE.md holds the numbers).
 """
 
@@ -65,10 +66,9 @@ def pool_times(tasks):
         for f in [pool.submit(noop) for _ in range(tasks)]:
             f.result()
         t2 = time.perf_counter()
-        for f in [pool.submit(toy, i) for i in range(tasks)]:
-            f.result()
+        runs = [f.result()["seconds"] for f in [pool.submit(toy, i) for i in range(tasks)]]
         t3 = time.perf_counter()
-    return start, (t2 - t1) / tasks, (t3 - t2) / tasks
+    return start, (t2 - t1) / tasks, (t3 - t2) / tasks, statistics.median(runs)
 
 
 def dask_times(tasks):
@@ -79,9 +79,11 @@ def dask_times(tasks):
         t1 = time.perf_counter()
         client.gather([client.submit(noop, pure=False) for _ in range(tasks)])
         t2 = time.perf_counter()
-        client.gather([client.submit(toy, i, pure=False) for i in range(tasks)])
+        runs = [
+            r["seconds"] for r in client.gather([client.submit(toy, i, pure=False) for i in range(tasks)])
+        ]
         t3 = time.perf_counter()
-    return start, (t2 - t1) / tasks, (t3 - t2) / tasks
+    return start, (t2 - t1) / tasks, (t3 - t2) / tasks, statistics.median(runs)
 
 
 def main():
@@ -103,11 +105,13 @@ def main():
         rows["Dask LocalCluster (now)"].append(dask_times(args.tasks))
     print(f"2 workers, {args.tasks} tasks per kind, median of {args.repeats}; load {os.getloadavg()}")
     print(f"one toy run in this process: {serial_toy * 1e3:.1f} ms\n")
-    print("| engine | start-up (s) | per task, noop (ms) | per task, toy run (ms) |")
-    print("|---|---:|---:|---:|")
+    print(
+        "| engine | start-up (s) | per task, noop (ms) | per task, toy run (ms) | toy run's own time (ms) |"
+    )
+    print("|---|---:|---:|---:|---:|")
     for name, times in rows.items():
-        start, noop_s, toy_s = (statistics.median(t[i] for t in times) for i in range(3))
-        print(f"| {name} | {start:.2f} | {noop_s * 1e3:.2f} | {toy_s * 1e3:.2f} |")
+        start, noop_s, toy_s, own = (statistics.median(t[i] for t in times) for i in range(4))
+        print(f"| {name} | {start:.2f} | {noop_s * 1e3:.2f} | {toy_s * 1e3:.2f} | {own * 1e3:.1f} |")
 
 
 if __name__ == "__main__":
