@@ -297,18 +297,12 @@ DECODERS = (Forbidden("course_lib.decoding"),) + LIBRARY
 # --------------------------------------------------------------------------------------
 # Part 1: positions
 # --------------------------------------------------------------------------------------
-def _positions_observed(cls, d_model, max_len, x):
-    with torch.no_grad():
-        return cls(d_model, max_len)(x)
-
-
 check_a2_positions = Check(
     "check_a2_positions",
-    "cls(d_model, max_len) -> a module whose forward(x (B, T, d_model)) returns x + PE[:T], PE the "
-    "sinusoidal table of Vaswani et al. (2017): PE[p, 2i] = sin(p / 10000^(2i / d_model)), "
-    "PE[p, 2i + 1] = cos(p / 10000^(2i / d_model)), positions p = 0, 1, ... (checked by building "
-    "your class and running it on the cases)",
-    params=("d_model", "max_len", "x"), call=_positions_observed, forbidden=FROM_BLANK,
+    "fn(x (B, T, d_model)) -> x + PE[:T], PE the sinusoidal table of Vaswani et al. (2017): "
+    "PE[p, 2i] = sin(p / 10000^(2i / d_model)), PE[p, 2i + 1] = cos(p / 10000^(2i / d_model)), "
+    "positions p = 0, 1, ..., T - 1, the same for every row of the batch",
+    params=("x",), forbidden=FROM_BLANK,
     mistakes=[
         Mistake("the sines and cosines are in two blocks, [sin ... sin, cos ... cos]; the statement "
                 "interleaves them: even features sines, odd features cosines."),
@@ -317,11 +311,11 @@ check_a2_positions = Check(
         Mistake("the positions start at 1: the first position is p = 0 (its sines are 0, its "
                 "cosines 1)."),
     ],
-    hints=["Print PE[0] and PE[1] for d_model = 4: position 0 must read [0, 1, 0, 1].",
+    hints=["Call your function on zeros of shape (1, 2, 4): position 0 must read [0, 1, 0, 1].",
            "One frequency per pair of features: d_model / 2 of them, from 1 down to about 1/10000. "
-           "Build a (max_len, d_model / 2) table of angles p * frequency once, in __init__.",
-           "The table is not a parameter: register it as a buffer, and slice it to the length T "
-           "of x in forward."],
+           "The angles are an outer product of the positions and the frequencies, (T, d_model / 2).",
+           "The sines and cosines alternate: build the two (T, d_model / 2) tables, then interleave "
+           "their columns."],
 )
 
 
@@ -522,7 +516,7 @@ check_a2_model = Check(
     ],
     hints=["The failing property names what to look at; run it yourself on a batch of 2: e.g. "
            "change the last target token and compare the first positions' logits.",
-           "Both embeddings go through your positional module (scaled by sqrt(d_model) first, if "
+           "Both embeddings go through your add_positions (scaled by sqrt(d_model) first, if "
            "you follow the paper); encode ends with a final LayerNorm, and so does the decoder "
            "before the output layer (pre-LN leaves the stream unnormalised otherwise).",
            "Tying: the output layer's weight (V, d) and the embedding's weight (V, d) have the same "
