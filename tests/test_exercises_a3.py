@@ -17,6 +17,7 @@ from torch import nn
 
 from course_lib.exercises import (
     ExerciseFailure,
+    a3,
     check_a3_bits_per_char,
     check_a3_bpe_train,
     check_a3_generate_cached,
@@ -27,7 +28,6 @@ from course_lib.exercises import (
     check_a3_tokenizer,
     check_a3_train_step,
 )
-from course_lib.exercises import a3
 from course_lib.exercises._variant import GOAL_OFFSET
 from coursekit.grading import hidden_cases
 from coursekit.grading.checks import a3 as ref

@@ -22,7 +22,7 @@ from functools import cache
 import torch
 from torch import nn
 
-from ._compare import compare, within
+from ._compare import compare, describe, within
 from ._engine import Check, Goal, Mistake, Prediction, WrongResult
 from ._forbid import Forbidden
 
@@ -146,12 +146,12 @@ def _parts(obj):
     return model, tokenizer, block
 
 
-def _chunk_logits(model, x: torch.Tensor, vocab: int | None) -> torch.Tensor:
+def _chunk_logits(model, x: torch.Tensor) -> torch.Tensor:
     """The model's logits (1, T, V) for x (1, T), refusing a model that reads later tokens."""
     logits = model(x)
     if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[:2] != x.shape:
         raise WrongResult(f"your GPT must map ids (B, T) = {tuple(x.shape)} to logits (B, T, V), "
-                          f"got {compare(logits, torch.zeros(*x.shape, 1)) or 'another shape'}.")
+                          f"got {describe(logits)}.")
     T = x.shape[1]
     if T > 1:  # causal: changing the tokens after position cut must not change the logits up to it
         cut = T // 2
@@ -192,7 +192,7 @@ def heldout_bits_per_char(obj, seed: int, n: int = 12, n_chars: int = 800) -> fl
                 for start in range(0, len(ids) - 1, block):
                     x = tokens[start:start + block][None]                     # (1, T)
                     y = tokens[start + 1:start + block + 1]                   # (T',) T' <= T
-                    logits = _chunk_logits(model, x, None)[0, : len(y)]       # (T', V)
+                    logits = _chunk_logits(model, x)[0, : len(y)]       # (T', V)
                     if int(tokens.max()) >= logits.shape[-1]:
                         raise WrongResult(f"the tokenizer made id {int(tokens.max())}, but the "
                                           f"model scores {logits.shape[-1]} ids.")

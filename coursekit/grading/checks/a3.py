@@ -6,14 +6,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from functools import cache
+from itertools import pairwise
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.exercises.a3 import ToyLM, bpe_training_text, course_text, pieces
 from course_lib.exercises._data import build
 from course_lib.exercises._variant import variant_seed
+from course_lib.exercises.a3 import bpe_training_text, course_text, pieces
 
 from ..references import Case, GoalReference, Reference, load, register
 
@@ -44,7 +46,7 @@ def train_bpe(text, vocab_size, weighted=True, split=True, tie="smallest", offse
     while len(merges) < n_merges:
         pairs = Counter()
         for word, n in words.items():
-            for a, b in zip(word, word[1:]):
+            for a, b in pairwise(word):
                 pairs[a, b] += n
         if not pairs:
             break
@@ -117,7 +119,7 @@ class Tokenizer:
         ids = list(piece.encode("utf-8"))
         present = None
         while len(ids) > 1:
-            pairs = [p for p in zip(ids, ids[1:]) if p in self.rank]
+            pairs = [p for p in pairwise(ids) if p in self.rank]
             if self.one_round:
                 present = sorted(set(pairs), key=self.rank.get) if present is None else present
                 if not present:
@@ -254,7 +256,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """The reference GPT; the class attributes are the typical mistakes."""
 
-    block_options: dict = {}
+    block_options: ClassVar[dict] = {}
     tied = True
     final_norm = True
 
@@ -276,8 +278,8 @@ class GPT(nn.Module):
                 nn.init.zeros_(p)
 
     def forward(self, ids):
-        B, T = ids.shape
-        if T > self.block_size:
+        T = ids.shape[1]
+        if self.block_size < T:
             raise ValueError(f"ids has {T} tokens, more than block_size={self.block_size}")
         x = self.wte(ids) + self.wpe(torch.arange(T))
         for block in self.blocks:
@@ -399,7 +401,7 @@ def _schedule_cases(g):
     warmup = int(torch.randint(3, 9, (1,), generator=g))
     return [
         Case("warmup 10, 100 steps, every step and 20 after", list(range(120)), 3e-3, 10, 100, 3e-4),
-        Case(f"warmup {warmup}, 40 steps", list(range(0, 50)), 1.0, warmup, 40, 0.1),
+        Case(f"warmup {warmup}, 40 steps", list(range(50)), 1.0, warmup, 40, 0.1),
         Case("warmup 1, 25 steps, min_lr 0.001", [0, 1, 2, 12, 13, 24, 25, 30], 0.01, 1, 25, 0.001),
     ]
 
@@ -595,7 +597,7 @@ class CachedGPT(GPT):
 
     @torch.no_grad()
     def generate(self, prompt, num_tokens):
-        B, P = prompt.shape
+        P = prompt.shape[1]
         caches, ids = [None] * len(self.blocks), prompt
         for t in range(P + num_tokens - 1):
             if self.cached:
@@ -648,7 +650,8 @@ def _generate_cases(g):
         ("2 blocks, up to the context's end", _config(11, 16, 2, 4, 16), 2, 9, 7),
     ]:
         state = _weights(config, g)
-        cases.append(Case(text, config, state, torch.randint(0, config["vocab_size"], (B, P), generator=g), n))
+        prompt = torch.randint(0, config["vocab_size"], (B, P), generator=g)
+        cases.append(Case(text, config, state, prompt, n))
     return cases
 
 
