@@ -99,10 +99,10 @@ def test_a_worker_killed_mid_run_is_replaced_and_the_file_equals_a_serial_sweeps
 @pytest.mark.slow  # an interrupted sweep on a LocalCluster, its resumption, a serial sweep (about 25 s)
 def test_an_interrupted_sweep_resumes_to_the_same_file(tmp_path):
     """The sweep's process is SIGKILLed once 2 of its 6 runs are recorded; run again, it runs only
-    the missing runs (the records' one-second runs are kept: SWEEP_TOY_SLEEP) and writes the file
+    the missing runs (the records' two-second runs are kept: SWEEP_TOY_SLEEP) and writes the file
     an uninterrupted sweep writes."""
     runs = tmp_path / "resumed" / ".runs" / "toy_engine"
-    proc = driver(tmp_path / "resumed", "toy_engine", "--jobs", "1", env={"SWEEP_TOY_SLEEP": "1"})
+    proc = driver(tmp_path / "resumed", "toy_engine", "--jobs", "1", env={"SWEEP_TOY_SLEEP": "2"})
     wait_for(lambda: len(list(runs.glob("*.json"))) >= 2, 90, proc)
     workers = psutil.Process(proc.pid).children(recursive=True)
     os.kill(proc.pid, signal.SIGKILL)
@@ -121,7 +121,7 @@ def test_an_interrupted_sweep_resumes_to_the_same_file(tmp_path):
     assert code == 0
     resumed, uninterrupted = sweep_file(tmp_path / "resumed"), sweep_file(tmp_path / "uninterrupted")
     assert runner.comparable(resumed) == runner.comparable(uninterrupted)
-    reused = [r for r in resumed["runs"] if r["seconds"] >= 1.0]  # slept: made before the kill
+    reused = [r for r in resumed["runs"] if r["seconds"] >= 2.0]  # slept: made before the kill
     assert sorted((json.dumps(r["point"]), r["seed"]) for r in reused) == sorted(
         (json.dumps(r["point"]), r["seed"]) for r in kept.values()
     )
