@@ -1,15 +1,15 @@
-"""A sweep of a few seconds for the engine's tests (tests/test_sweep_engine.py): not registered
-(benchmarks/sweep.py reads SWEEPS from bench_*.py only), never committed.
+"""Sweeps of a few seconds for the engine's tests (tests/test_sweep_engine.py): not registered
+(benchmarks/sweep.py reads SWEEPS from bench_*.py only), and their results are never committed.
 
 A small MLP fitted by SGD to a random linear map; error = its final training MSE, to every bit,
 which depends on the order of the floating-point sums of the matrix products and reductions, so a
 run on other kernels, or one that is not a pure function of (point, seed), shows.
 
 Three hooks for the tests, inert in a normal run (none changes a number):
-  point {"raise_on_seed": s}       the run with seed s raises (a failing run)
-  SWEEP_TOY_SLEEP=SECONDS           every full run sleeps that long first (a sweep to interrupt)
-  SWEEP_TOY_KILL=DIR:STEPS:SEED     the first attempt of that run writes DIR/<pid>.pid and waits
-                                   to be killed; a later attempt sees the file and runs normally
+  point {"raise_on_seed": s}     the run with seed s raises (a failing run)
+  SWEEP_TOY_SLEEP=SECONDS        every full run sleeps that long first (a sweep to interrupt)
+  SWEEP_TOY_KILL=DIR:STEPS:SEED  the first attempt of that run writes DIR/<pid>.pid and waits to
+                                 be killed; a later attempt sees the file and runs normally
 """
 
 import os
