@@ -1,0 +1,504 @@
+"""Chapter 12 (the modern decoder) and the race of chapter 10 settled on its own evidence (issue 37):
+sweeps declared before they run. They are in PLANNED (designed, no data yet; benchmarks/sweep.py
+runs them like registered ones) and move to SWEEPS with their committed files. The plan, costs,
+order and commands: benchmarks/PLAN_ch12.md.
+
+    nohup .venv/bin/python benchmarks/sweep.py modern_ablation --jobs 2 > ablation.log 2>&1 &
+    nohup .venv/bin/python benchmarks/sweep.py modern_gqa_cache --jobs 1 > gqa.log 2>&1 &
+    nohup .venv/bin/python benchmarks/sweep.py race_bpe2048 --jobs 2 > race_bpe.log 2>&1 &
+    nohup .venv/bin/python benchmarks/sweep.py race_chars --jobs 2 > race_chars.log 2>&1 &
+
+modern_ablation: GPT-2's block, then one change at a time (RMSNorm, rotary positions, SwiGLU, no
+biases, grouped-query attention), then all together (course_lib.llama.Llama), on chapter 11's
+BPE-2048 tokens, each at its learning rate chosen on validation, reported on test.
+modern_gqa_cache: what grouped-query attention is for: the bytes of the key/value cache and the
+milliseconds per generated token, n_kv_head = 1, 2, 4 (quality: modern_ablation's llama points).
+race_chars, race_bpe2048: the capstone GPT, the modern decoder and the LSTM of chapter 10 at
+matched size, each with dropout and learning rate chosen on validation, annealed (cosine to a tenth)
+over a budget that reads the training text 22 times, on characters and on BPE-2048.
+race_long_points: the rule, declared now, that picks the runs at twice the budget once these end.
+
+One run function (`decoder_run`) serves all the training sweeps: a model from `build` (the GPT of
+course_lib.gpt, the Llama of course_lib.llama, chapter 10's LSTM, or GPT-2's block with one module
+of llama.py swapped in), trained by recipes.train_lm with GPT_RECIPE's AdamW, warm-up and cosine
+decay to lr_end_fraction * lr (nanoGPT's min_lr = lr / 10, as chapter 10's annealed race_run),
+scored by bpe.bits_per_char on the tokens of bench_tokens.token_corpus. Chapter 10's race_run is
+not called: it reads characters only and builds only chapter 10's two models without dropout.
+"""
+
+import dataclasses
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+from bench_gpt import LSTM_SHAPE, buckets, loss_by_position
+from bench_tokens import token_corpus
+from common import SweepSpec
+
+from course_lib import bpe, llama, recipes, train
+from course_lib.charlm import CharLM
+from course_lib.gpt import GPT, GPTConfig
+from course_lib.llama import Llama, LlamaConfig
+
+CONTEXT = 64  # tokens a window: chapter 10's and chapter 11's context
+N_KV_HEAD = 2  # grouped-query attention: the 4 query heads share 2 key/value heads
+
+# ---------------------------------------------------------------------------
+# The models: GPT-2's block with one of llama.py's modules swapped in
+# ---------------------------------------------------------------------------
+
+
+class NoPositions(nn.Module):
+    """Stands in for the GPT's learned position table when rotary positions replace it: adds
+    nothing to the token embeddings. forward(pos (T,)) -> zeros (T, C)."""
+
+    def __init__(self, n_embd):
+        super().__init__()
+        self.n_embd = n_embd
+
+    def forward(self, pos):
+        return torch.zeros(len(pos), self.n_embd)  # (T, C)
+
+
+class LearnedPositionAttention(llama.Attention):
+    """llama.Attention (grouped key/value heads) without the rotary positions: the GPT's learned
+    position table stays in the embeddings, so grouped-query attention is the only change."""
+
+    def qkv(self, x, start=0):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_head, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
+        k = self.k_proj(x).view(B, T, self.n_kv_head, self.d_k).transpose(1, 2)  # (B, h_kv, T, d_k)
+        v = self.v_proj(x).view(B, T, self.n_kv_head, self.d_k).transpose(1, 2)
+        return q, k, v
+
+
+def with_biases(module):
+    """Give every bias-free nn.Linear in `module` a bias, at zero (GPT-2's initial bias): llama.py's
+    modules have none, GPT-2's block has them, and a one-change ablation keeps the rest as it was."""
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear) and layer.bias is None:
+            layer.bias = nn.Parameter(torch.zeros(layer.out_features))
+    return module
+
+
+def gpt_init(module, n_layer):
+    """gpt.py's initialisation of a module swapped into a GPT: N(0, 0.02) weights, zero biases, the
+    residual projections (llama.py's o_proj and down_proj) at 0.02 / sqrt(2 n_layer)."""
+    module.apply(GPT._init_weights)
+    for name, p in module.named_parameters():
+        if name.endswith(("o_proj.weight", "down_proj.weight")):
+            nn.init.normal_(p, mean=0.0, std=0.02 / (2 * n_layer) ** 0.5)
+    return module
+
+
+# GPT-2's block (gpt.py with bias=True), then one change at a time, then all of them (llama.py).
+ABLATION = {
+    "gpt2": "GPT-2's block: LayerNorm, learned positions, GELU MLP of width 4C, biases, full attention",
+    "gpt2+rmsnorm": "RMSNorm (llama.RMSNorm) for each LayerNorm",
+    "gpt2+rope": "rotary positions on q and k (llama.Attention, n_kv_head = n_head, biases kept), "
+    "no position table",
+    "gpt2+swiglu": "SwiGLU (llama.MLP, width llama.swiglu_hidden(C) = 341, biases kept) for the GELU MLP",
+    "gpt2-bias": "no biases (gpt.py's default, bias=False: chapter 10's capstone GPT)",
+    "gpt2+gqa": f"grouped-query attention, {N_KV_HEAD} key/value heads for 4 query heads (biases and "
+    "learned positions kept)",
+    "llama": f"all together: course_lib.llama.Llama, n_kv_head={N_KV_HEAD}",
+    "llama_mha": "all but grouped queries: Llama with n_kv_head = n_head = 4",
+    "llama_mqa": "all, multi-query: Llama with n_kv_head = 1",
+}
+LLAMA_KV_HEADS = {"llama": N_KV_HEAD, "llama_mha": 4, "llama_mqa": 1, "modern": 4}
+
+
+def decoder(variant, vocab_size, context=CONTEXT, dropout=0.0):
+    """The decoder `variant` (a key of ABLATION, or "gpt" = "gpt2-bias", the capstone GPT, or
+    "modern" = "llama_mha", the race's modern decoder) at the capstone's sizes (4 blocks, 4 heads,
+    width 128, tied embeddings), seeded by the caller."""
+    variant = {"gpt": "gpt2-bias", "modern": "llama_mha"}.get(variant, variant)
+    if variant not in ABLATION:
+        raise ValueError(f"variant must be one of {list(ABLATION)} or 'gpt', 'modern', got {variant!r}")
+    if variant.startswith("llama"):
+        kv = LLAMA_KV_HEADS[variant]
+        return Llama(LlamaConfig(vocab_size, block_size=context, n_kv_head=kv, dropout=dropout))
+    model = GPT(GPTConfig(vocab_size, block_size=context, dropout=dropout, bias=variant != "gpt2-bias"))
+    t, L = model.transformer, model.config.n_layer
+    modern = LlamaConfig(
+        vocab_size,
+        block_size=context,
+        dropout=dropout,
+        n_kv_head=N_KV_HEAD if variant == "gpt2+gqa" else None,
+    )
+    for block in t.h:
+        if variant == "gpt2+rmsnorm":
+            block.ln_1, block.ln_2 = (
+                llama.RMSNorm(modern.n_embd, modern.norm_eps),
+                llama.RMSNorm(modern.n_embd, modern.norm_eps),
+            )
+        elif variant == "gpt2+rope":
+            block.attn = gpt_init(with_biases(llama.Attention(modern)), L)
+        elif variant == "gpt2+swiglu":
+            block.mlp = gpt_init(with_biases(llama.MLP(modern)), L)
+        elif variant == "gpt2+gqa":
+            block.attn = gpt_init(with_biases(LearnedPositionAttention(modern)), L)
+    if variant == "gpt2+rmsnorm":
+        t.ln_f = llama.RMSNorm(modern.n_embd, modern.norm_eps)
+    if variant == "gpt2+rope":
+        t.wpe = NoPositions(modern.n_embd)
+    return model
+
+
+class DropoutLSTM(nn.Module):
+    """Chapter 10's LSTM language model (a CharLM whose layers are torch's fused nn.LSTM) with
+    dropout where Zaremba et al. (2014) put it, on the non-recurrent connections: on the
+    embeddings, between the two layers (nn.LSTM's own `dropout`) and before the read-out.
+
+        logits = head(drop(LSTM_2(drop(LSTM_1(drop(embed(x)))))))        (B, T, V)
+
+    A wrapper rather than an option of CharLM: an edit of CharLM would make the committed sweeps
+    that ran it stale. With dropout 0 it computes CharLM.forward's function."""
+
+    def __init__(self, lm, dropout):
+        super().__init__()
+        self.lm = lm
+        self.lm.rnn.dropout = float(dropout)  # nn.LSTM's dropout between its layers
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        h, _ = self.lm.rnn(self.drop(self.lm.embed(x)))  # (B, T, H)
+        return self.lm.head(self.drop(h))  # (B, T, V)
+
+
+def lstm_params(vocab_size, hidden_size, embed_size=LSTM_SHAPE["embed_size"]):
+    """Parameters of the two-layer LSTM language model: embedding, two layers (4 gates, two bias
+    vectors each, as torch's), read-out with bias."""
+    E, H, V = embed_size, hidden_size, vocab_size
+    return V * E + (4 * H * (E + H) + 8 * H) + (4 * H * 2 * H + 8 * H) + H * V + V
+
+
+def matched_hidden(vocab_size, target):
+    """The LSTM's width whose parameter count is nearest `target` (the GPT's on the same tokens)."""
+    return min(range(16, 1024), key=lambda h: abs(lstm_params(vocab_size, h) - target))
+
+
+def gpt_params(vocab_size, context=CONTEXT):
+    """The capstone GPT's parameters (tied embeddings, no biases)."""
+    C, L = GPTConfig.n_embd, GPTConfig.n_layer
+    return vocab_size * C + context * C + L * (12 * C * C + 2 * C) + C
+
+
+def lstm(vocab_size, dropout=0.0, context=CONTEXT):
+    """Chapter 10's LSTM (bench_gpt.build("lstm"): CharLM, embeddings of 64, two fused layers)
+    at the width that matches the capstone GPT's parameters on these tokens (243 on characters,
+    as chapter 10), with DropoutLSTM's dropout. Seeded by the caller."""
+    hidden = matched_hidden(vocab_size, gpt_params(vocab_size, context))
+    lm = CharLM(vocab_size, "lstm", LSTM_SHAPE["embed_size"], hidden, LSTM_SHAPE["num_layers"])
+    fused = nn.LSTM(LSTM_SHAPE["embed_size"], hidden, LSTM_SHAPE["num_layers"], batch_first=True)
+    fused.load_state_dict(lm.rnn.state_dict())  # the course LSTM's initial weights, as build()
+    lm.rnn = fused
+    return DropoutLSTM(lm, dropout)
+
+
+def build(model, vocab_size, context=CONTEXT, dropout=0.0):
+    """The model `model`: "lstm" (chapter 10's, matched in size) or a decoder (`decoder`)."""
+    if model == "lstm":
+        return lstm(vocab_size, dropout, context)
+    return decoder(model, vocab_size, context, dropout)
+
+
+# ---------------------------------------------------------------------------
+# One run: a model trained, annealed, scored in bits per character
+# ---------------------------------------------------------------------------
+
+EVALS = 8  # validation at every eighth of the budget (the last is the end)
+
+
+def decoder_run(point, seed, config):
+    """One model (point["model"]) trained point["steps"] steps on the point's tokens (windows of
+    config["context"], config["tokens_per_step"] tokens a step) with GPT_RECIPE's AdamW, a warm-up
+    of config["warmup"] steps and a cosine decay from point["lr"] to config["lr_end_fraction"] of
+    it, dropout point.get("dropout", 0) -> bits per character on the validation text at every
+    eighth of the budget (val_bpc_1 .. val_bpc_8 = val_bpc) and on the test text at the end, the
+    test text's nats per token by position in the window (fresh windows), the parameters, the
+    passes over the training text and the CPU seconds."""
+    corpus, vocab_size, chars = token_corpus(point["tokenizer"])
+    context, steps = config["context"], point["steps"]
+    if steps % EVALS:
+        raise ValueError(f"steps={steps} must be a multiple of {EVALS} (validation at every eighth)")
+    torch.manual_seed(seed)
+    model = build(point["model"], vocab_size, context, point.get("dropout", 0.0))
+    recipe = dataclasses.replace(
+        recipes.GPT_RECIPE,
+        batch_size=config["tokens_per_step"] // context,
+        seq_len=context,
+        lr=point["lr"],
+        min_lr=point["lr"] * config["lr_end_fraction"],
+        warmup=config["warmup"],
+    )
+    start = time.process_time()  # CPU seconds: other processes do not count
+    history = recipes.train_lm(
+        model,
+        corpus,
+        steps,
+        recipe,
+        seed=seed,
+        eval_every=steps // EVALS,
+        eval_fn=lambda m: bpe.bits_per_char(m, corpus.val, chars, context),
+        progress=False,
+    )
+    seconds = time.process_time() - start
+    results = {f"val_bpc_{i + 1}": value for i, (_, value) in enumerate(history.evals)}
+    results["val_bpc"] = results[f"val_bpc_{EVALS}"]
+    model.eval()
+    results["test_bpc"] = bpe.bits_per_char(model, corpus.test, chars, context)
+    with torch.no_grad():
+        by_position = loss_by_position(model, corpus.test, context)  # (context,) nats per token
+    for lo, hi in buckets(context):
+        results[f"test_nats_pos{lo}"] = by_position[lo:hi].mean().item()
+    results["params"] = train.count_parameters(model)
+    results["epochs"] = steps * recipe.batch_size * context / len(corpus.train)
+    results["cpu_seconds"] = seconds
+    return results
+
+
+def run_metrics(context=CONTEXT):
+    bits = {"unit": "bits/char", "higher_is_better": False}
+    return {
+        **{f"val_bpc_{i}": bits for i in range(1, EVALS + 1)},
+        "val_bpc": bits,
+        "test_bpc": bits,
+        **{
+            f"test_nats_pos{lo}": {"unit": "nats/token", "higher_is_better": False}
+            for lo, _ in buckets(context)
+        },
+        "params": {"unit": "parameters", "higher_is_better": False},
+        "epochs": {"unit": "passes over the training text", "higher_is_better": False},
+        "cpu_seconds": {"unit": "s", "higher_is_better": False},
+    }
+
+
+RUN_CONFIG = {"context": CONTEXT, "tokens_per_step": 768, "warmup": 100, "lr_end_fraction": 0.1}
+
+# ---------------------------------------------------------------------------
+# modern_ablation (declared 2026-12-07, before its run)
+# ---------------------------------------------------------------------------
+# Budget: chapter 11's 1350 steps of 12 windows of 64 BPE-2048 tokens (tokens_gpt: 9 passes over
+# the 115,765 training tokens), no dropout, annealed to lr / 10. Grid: 0.002, 0.004, 0.008 for every
+# variant (tokens_gpt: the capstone GPT's best on BPE-2048 was 0.004, 0.008 worse by 0.27 bits).
+# Measured step times (one thread, PLAN_ch12.md): see ABLATION_COST below.
+ABLATION_LRS = (2e-3, 4e-3, 8e-3)
+ABLATION_STEPS = 1352  # 1350, chapter 11's budget, rounded to a multiple of 8 (validation every eighth)
+ABLATION_COST = (
+    "Cost, measured before the run (2026-12-07, one torch thread, pinned kernels, CPU time of 200 steps "
+    "after 10 untimed, on the 2-core AMD EPYC shared with other jobs at a load average of 6 to 12, so "
+    "upper bounds): 87-98 ms a step on BPE-2048 (gpt2-bias and gpt2+gqa 87, gpt2 98, llama_mha 98), "
+    "0.3 s a validation pass; 81 runs of about 132 CPU seconds: about 3.0 CPU-hours."
+)
+
+# ---------------------------------------------------------------------------
+# The race (declared 2026-12-07, before its run)
+# ---------------------------------------------------------------------------
+RACE_MODELS = ("gpt", "modern", "lstm")
+RACE_LRS = {"gpt": (1e-3, 2e-3, 4e-3), "modern": (1e-3, 2e-3, 4e-3), "lstm": (2.5e-3, 5e-3, 1e-2)}
+RACE_DROPOUTS = (0.0, 0.1, 0.2)
+# Budgets: the same characters read on both tokenizers, 22 passes over the training text: 12000
+# steps of 768 characters (chapter 10's best annealed budget for both models without dropout:
+# the GPT's 24000-step runs were worse than its 12000, the LSTM's 16000 no better than its 12000),
+# and 3304 steps of 768 BPE-2048 tokens (3.612 characters a token: 12000 * 768 / 3.612 / 768 = 3322,
+# rounded down to a multiple of 8).
+RACE_STEPS = {"chars": 12000, "bpe-2048": 3304}
+
+
+def race_points(tokenizer):
+    return [
+        {"model": m, "tokenizer": tokenizer, "dropout": d, "lr": lr, "steps": RACE_STEPS[tokenizer]}
+        for m in RACE_MODELS
+        for d in RACE_DROPOUTS
+        for lr in RACE_LRS[m]
+    ]
+
+
+def race_long_points(sweep):
+    """The declared rule's second stage: for each model of a finished race sweep (race_chars or
+    race_bpe2048), its (dropout, lr) with the lowest mean validation value over the seeds, at twice
+    the budget. -> points of race_chars_long / race_bpe2048_long (declared once the first stage
+    ends, with exactly these points)."""
+    out = []
+    for m in RACE_MODELS:
+        points = [p for p in sweep.points if p["model"] == m]
+        best = min(points, key=lambda p: statistics.mean(sweep.values("val_bpc", **p)))
+        out.append(dict(best, steps=2 * best["steps"]))
+    return out
+
+
+RACE_RULE = (
+    "Declared before the run. Each model (per tokenizer) at its (dropout, learning rate) with the "
+    "lowest mean validation value over the seeds; a model is ahead of another when its worst seed's "
+    "test value beats the other's best by the margin 'race' (0.05 bits per character, chapter 10's); "
+    "otherwise no difference beyond the margin, said with evidence.no_robust_difference and the "
+    "smallest difference the seeds could detect. A chosen learning rate at the edge of its grid is "
+    "named as such. Stopped improving: the chosen (dropout, lr) of each model is run again at twice "
+    "the budget, 3 seeds (race_chars_long / race_bpe2048_long, points by race_long_points); the budget "
+    "has stopped paying when the doubled run's mean validation value is not lower by more than "
+    "0.01 bits; each model is then reported at the budget of the two with the lower mean validation "
+    "value. If doubling still gains more than 0.01, the chapter says 'ahead at these budgets, "
+    "still improving' and no more."
+)
+
+PLANNED = {
+    "modern_ablation": SweepSpec(
+        title="The modern decoder on BPE-2048 tokens: GPT-2's block, one change at a time, all together "
+        "(Llama, 2, 4 or 1 key/value heads), 1352 annealed steps, learning rates 0.002, 0.004, 0.008",
+        run=decoder_run,
+        points=[
+            {"model": v, "tokenizer": "bpe-2048", "lr": lr, "steps": ABLATION_STEPS}
+            for v in ABLATION
+            for lr in ABLATION_LRS
+        ],
+        config=RUN_CONFIG,
+        smoke={"steps": 8},
+        margins={"change": 0.02},
+        metrics=run_metrics(),
+        records=[("test_bpc", "modern_ablation_test_bpc/{model}/lr{lr}")],
+        description="Chapter 11's tokens (byte-level BPE with a vocabulary of 2048, learned on the training "
+        "split; bench_tokens.token_corpus) and sizes (4 blocks, 4 heads, width 128, context 64 tokens, "
+        "tied embeddings). Variants: "
+        + "; ".join(f"{k}: {v}" for k, v in ABLATION.items())
+        + ". Each single change swaps llama.py's module into gpt.py's GPT with GPT-2's biases added at "
+        "zero and gpt.py's initialisation, so that it is the only difference (bench_modern.decoder). "
+        "SwiGLU's width 2/3 * 4C keeps the MLP's parameters (llama.swiglu_hidden); grouped-query "
+        "attention and the missing position table remove parameters (recorded: params). Trained by "
+        "recipes.train_lm: GPT_RECIPE (AdamW, betas 0.9/0.99, weight decay 0.1 on the matrices, 100 "
+        "warm-up steps, clipping 1), batches of 12 windows of 64 tokens, a cosine decay to lr / 10, "
+        "1352 steps (chapter 11's 1350 to a multiple of 8), no dropout. Bits per character "
+        "(bpe.bits_per_char) on the validation text at every eighth of the run and on the test text "
+        "at the end. Declared before the run: each variant at its learning rate chosen on validation "
+        "(lowest mean over the seeds), reported on test; a change helps (or hurts) when the worst "
+        "seed of one beats the best seed of the other by the margin 'change' (0.02 bits per "
+        "character); otherwise no difference beyond the margin, said with "
+        "evidence.no_robust_difference and the smallest difference the seeds could detect. A rate "
+        "chosen at an edge of the grid is extended by a factor of 2 in a sweep declared then "
+        "(as tokens_gpt_lr8) before the chapter claims anything about that variant. 3 seeds. "
+        + ABLATION_COST,
+    ),
+}
+
+# ---------------------------------------------------------------------------
+# modern_gqa_cache (declared 2026-12-07, before its run): what grouped-query attention buys
+# ---------------------------------------------------------------------------
+GQA_KV_HEADS = (4, 2, 1)  # full multi-head, grouped (2 groups), multi-query
+
+
+def gqa_cache_run(point, seed, config):
+    """The Llama of modern_ablation's sizes with n_kv_head = 4, 2, 1 (weights from `seed`,
+    untrained: the time and the cache do not depend on the weights): the key/value cache's bytes
+    per token of context once it holds point["context"] tokens of point["batch"] sequences, and
+    the CPU milliseconds per token of cached greedy generation (Llama.generate) of context - 1
+    tokens after a one-token prompt, the three models interleaved (config["rounds"] rounds, the
+    order rotating; the median round)."""
+    context, batch = point["context"], point["batch"]
+    models = {}
+    for kv in GQA_KV_HEADS:
+        torch.manual_seed(seed)
+        config_kv = LlamaConfig(config["vocab_size"], block_size=context, n_kv_head=kv)
+        models[kv] = Llama(config_kv).eval()
+    results = {}
+    prompt = torch.zeros(batch, 1, dtype=torch.long)  # (B, 1)
+    ids = torch.randint(config["vocab_size"], (batch, context), generator=torch.Generator().manual_seed(seed))
+    for kv, model in models.items():
+        caches = [llama.KVCache() for _ in model.model.layers]
+        with torch.no_grad():
+            model(ids, caches)  # fills the caches: each (B, n_kv_head, context, d_k) keys and values
+        held = sum(c.k.nbytes + c.v.nbytes for c in caches)
+        results[f"cache_bytes_per_token_kv{kv}"] = held / (batch * context)
+    times = {kv: [] for kv in models}
+    for r in range(config["rounds"]):
+        order = list(models)[r % len(models) :] + list(models)[: r % len(models)]
+        for kv in order:
+            t0 = time.process_time()
+            models[kv].generate(prompt, context - 1, temperature=0)
+            times[kv].append((time.process_time() - t0) / (context - 1) * 1000)
+    for kv, t in times.items():
+        results[f"ms_per_token_kv{kv}"] = statistics.median(t)
+    return results
+
+
+PLANNED["modern_gqa_cache"] = SweepSpec(
+    title="Grouped-query attention where it matters: key/value cache bytes and milliseconds per generated "
+    "token, n_kv_head = 4, 2, 1, contexts of 64 and 1024 tokens",
+    run=gqa_cache_run,
+    points=[{"context": 64, "batch": 1}, {"context": 1024, "batch": 8}],
+    config={"vocab_size": 2048, "rounds": 5},
+    smoke={"rounds": 1, "context": 16},
+    margins={"ms_per_token_ratio": 1.2},
+    metrics={
+        **{
+            f"cache_bytes_per_token_kv{kv}": {"unit": "bytes", "higher_is_better": False}
+            for kv in GQA_KV_HEADS
+        },
+        **{f"ms_per_token_kv{kv}": {"unit": "ms", "higher_is_better": False} for kv in GQA_KV_HEADS},
+    },
+    description="The Llama of modern_ablation (4 blocks, 4 query heads of 32, width 128, vocabulary 2048) "
+    "with 4 key/value heads (full multi-head attention), 2 (grouped-query attention, the ablation's "
+    "'llama') and 1 (multi-query), untrained (neither the cache's size nor the time depends on the "
+    "weights). Cache: the bytes of every block's keys and values (float32) per token of context, "
+    "measured on the filled KVCaches, at the ablation's context (64, one sequence) and at 1024 "
+    "tokens for 8 sequences, where reading the cache dominates a step. Time: CPU milliseconds per "
+    "token of cached greedy generation (Llama.generate, temperature 0) of context - 1 tokens after "
+    "a one-token prompt, one thread, the three models interleaved (5 rounds, the order rotating; "
+    "the median round). Quality at each n_kv_head: modern_ablation's points llama_mha, llama, "
+    "llama_mqa. Declared before the run: fewer key/value heads are faster when the median time "
+    "of every seed is lower by the factor 'ms_per_token_ratio' (1.2); the cache's bytes are exact "
+    "(n_kv_head / n_head of full attention's). 3 seeds (repeats). Timings: no reproduction "
+    "compares them. Cost, measured before the run (one round, one thread, the shared machine): 23 CPU "
+    "seconds a round at context 1024, under 1 at 64; about 2 CPU minutes a run, 6 in all (0.1 CPU-hours).",
+)
+
+# ---------------------------------------------------------------------------
+# The race: race_chars and race_bpe2048
+# ---------------------------------------------------------------------------
+RACE_DESCRIPTION = (
+    "The capstone GPT ('gpt': nanoGPT's baby GPT, course_lib.gpt, 4 blocks, 4 heads, width 128, no "
+    "biases, tied), the modern decoder of the same sizes ('modern': course_lib.llama.Llama with "
+    "n_kv_head = n_head = 4, so that its parameters match: grouped queries save cache, measured in "
+    "modern_gqa_cache) and chapter 10's LSTM ('lstm': CharLM, embeddings of 64, two fused layers, "
+    "243 units on characters, 197 on BPE-2048, the width whose parameters match the GPT's: 806,716 "
+    "against 809,088 on characters, 1,055,868 against 1,057,920 on BPE-2048), each with dropout 0, "
+    "0.1 or 0.2 (the decoders: gpt.py's and llama.py's dropout on the embeddings, the attention "
+    "weights and each residual branch; the LSTM: bench_modern.DropoutLSTM, on the embeddings, "
+    "between the layers and before the read-out, as Zaremba et al. 2014) and three peak learning "
+    "rates a factor of 2 apart (GPT and modern 0.001, 0.002, 0.004; LSTM 0.0025, 0.005, 0.01: "
+    "chapter 10's grids, re-chosen for the cosine schedule). Trained by recipes.train_lm with "
+    "GPT_RECIPE (AdamW, betas 0.9/0.99, weight decay 0.1 on the matrices, clipping 1), 100 warm-up "
+    "steps, then a cosine decay to lr / 10 (nanoGPT's min_lr, chapter 10's annealed runs), batches "
+    "of 12 windows of 64 tokens, for a budget that reads the training text 22 times (chapter 10's "
+    "best annealed budget without dropout, 12000 steps on characters; 3304 steps of BPE-2048 "
+    "tokens read the same characters). Bits per character (bpe.bits_per_char) on the validation "
+    "text at every eighth of the run and on the test text at the end; the test text's nats per "
+    "token by position in the window. 3 seeds. "
+)
+RACE_COST = {
+    "chars": "Cost, measured before the run (2026-12-07, one torch thread, pinned kernels, CPU time of 200 "
+    "steps after 10 untimed, dropout 0.1, on the 2-core AMD EPYC shared with other jobs at a load average "
+    "of 6 to 12, so upper bounds): GPT 83 ms a step, modern 91, LSTM 53 (chapter 10's committed annealed "
+    "runs: GPT 73, LSTM 65 with their evaluations); with 10 evaluations of 0.5-0.8 s a run, 1003, 1100 "
+    "and 646 CPU seconds a run: 81 runs, about 20.6 CPU-hours; the second stage (3 models x 3 seeds x "
+    "24000 steps) about 4.6 more.",
+    "bpe-2048": "Cost, measured before the run (2026-12-07, one torch thread, pinned kernels, CPU time of "
+    "200 steps after 10 untimed, on the 2-core AMD EPYC shared with other jobs at a load average of 6 to "
+    "12, so upper bounds): GPT 87 ms a step, modern 98, LSTM 67; with 10 evaluations of 0.2-0.3 s and the "
+    "tokenizer's training a run, 294, 331 and 227 CPU seconds a run: 81 runs, about 6.4 CPU-hours; the "
+    "second stage (3 models x 3 seeds x 6608 steps) about 1.4 more.",
+}
+
+for _tokenizer, _name in (("bpe-2048", "race_bpe2048"), ("chars", "race_chars")):
+    PLANNED[_name] = SweepSpec(
+        title=f"GPT, modern decoder and LSTM of matched size on {_tokenizer}, dropout and learning rate "
+        f"chosen on validation, annealed over {RACE_STEPS[_tokenizer]} steps (22 passes over the text)",
+        run=decoder_run,
+        points=race_points(_tokenizer),
+        config=RUN_CONFIG,
+        smoke={"steps": 8},
+        margins={"race": 0.05, "still_improving": 0.01},
+        metrics=run_metrics(),
+        records=[("test_bpc", _name + "_test_bpc/{model}/dropout{dropout}/lr{lr}")],
+        description=RACE_DESCRIPTION + RACE_RULE + " " + RACE_COST[_tokenizer],
+    )
