@@ -233,9 +233,10 @@ def _masks_by_course(src, tgt_in, pad_id):
 
 
 def _mask_cases(g):
+    src, tgt = torch.randint(4, 10, (2, 4), generator=g), torch.randint(4, 10, (2, 3), generator=g)
+    src[0, 3:], src[1, 2:], tgt[:, 0], tgt[1, 2:] = 0, 0, 1, 0
     return [
-        Case("pad_id 0, one padded row each", torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]]),
-             torch.tensor([[1, 4, 5], [1, 6, 0]]), 0),
+        Case("pad_id 0, one padded row each", src, tgt, 0),
         Case("pad_id 3, no padding in the target", torch.tensor([[5, 3, 3], [4, 5, 6]]),
              torch.tensor([[1, 7, 8, 9], [1, 8, 8, 9]]), 3),
         Case("pad_id 0, a batch of 3", torch.randint(4, 9, (3, 6), generator=g).tril(2),
@@ -620,7 +621,7 @@ def _random_schedule(g):
 
 register("check_a2_lr_schedule", Reference(
     seed=208,
-    cases=lambda g: [Case("peak 1e-3, warm-up 4 of 12 steps", 1e-3, 4, 12),
+    cases=lambda g: [_random_schedule(g),
                      Case("peak 0.5, warm-up 10 of 50 steps", 0.5, 10, 50),
                      Case("peak 3e-3, warm-up 1 of 6 steps", 3e-3, 1, 6)],
     hidden=lambda g: [_random_schedule(g), _random_schedule(g)],
