@@ -282,7 +282,8 @@ RUN_CONFIG = {"context": CONTEXT, "tokens_per_step": 768, "warmup": 100, "lr_end
 # ---------------------------------------------------------------------------
 # Budget: chapter 11's 1350 steps of 12 windows of 64 BPE-2048 tokens (tokens_gpt: 9 passes over
 # the 115,765 training tokens), no dropout, annealed to lr / 10. Grid: 0.002, 0.004, 0.008 for every
-# variant (tokens_gpt: the capstone GPT's best on BPE-2048 was 0.004, 0.008 worse by 0.27 bits).
+# variant (tokens_gpt: the capstone GPT's best on BPE-2048 was 0.004, 0.008 worse by 0.30 bits on
+# validation, mean of 3 seeds).
 # Measured step times (one thread, PLAN_ch12.md): see ABLATION_COST below.
 ABLATION_LRS = (2e-3, 4e-3, 8e-3)
 ABLATION_STEPS = 1352  # 1350, chapter 11's budget, rounded to a multiple of 8 (validation every eighth)
