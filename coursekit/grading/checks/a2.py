@@ -233,10 +233,13 @@ def _masks_by_course(src, tgt_in, pad_id):
 
 
 def _mask_cases(g):
-    src, tgt = torch.randint(4, 10, (2, 4), generator=g), torch.randint(4, 10, (2, 3), generator=g)
-    src[0, 3:], src[1, 2:], tgt[:, 0], tgt[1, 2:] = 0, 0, 1, 0
+    src, tgt = torch.randint(4, 10, (2, 5), generator=g), torch.randint(4, 10, (2, 4), generator=g)
+    src_len, tgt_len = torch.randint(1, 5, (2,), generator=g), torch.randint(1, 4, (2,), generator=g)
+    src[torch.arange(5) >= src_len[:, None]] = 0
+    tgt[torch.arange(4) >= tgt_len[:, None]] = 0
+    tgt[:, 0] = 1
     return [
-        Case("pad_id 0, one padded row each", src, tgt, 0),
+        Case("pad_id 0, padded rows of lengths drawn at random", src, tgt, 0),
         Case("pad_id 3, no padding in the target", torch.tensor([[5, 3, 3], [4, 5, 6]]),
              torch.tensor([[1, 7, 8, 9], [1, 8, 8, 9]]), 3),
         Case("pad_id 0, a batch of 3", torch.randint(4, 9, (3, 6), generator=g).tril(2),
