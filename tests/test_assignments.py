@@ -101,7 +101,14 @@ def test_each_assignment_is_real_new_work(name):
 # Submissions
 # --------------------------------------------------------------------------------------
 def first_function_part(nb):
-    """(label, check record) of the assignment's first part checked by a Check record."""
+    """(label, check record) of the assignment's first part checked by a Check record (read
+    from the grade ids of an nbgrader source notebook, whose directives are plain markdown)."""
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if cell.cell_type == "code" and grade_id.endswith("-check"):
+            names = re.findall(r"\b(check_\w+)\s*\(", cell.source)
+            if names and isinstance(REGISTRY.get(names[0]), Check):
+                return grade_id[: -len("-check")], REGISTRY[names[0]]
     for ex in read_exercises(nb):
         record = REGISTRY.get(ex.check_names[0]) if ex.check_names else None
         if isinstance(record, Check):
