@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_gpt  # noqa: E402 (benchmarks/, after the sys.path line)
 import bench_modern as bm  # noqa: E402
+import provenance  # noqa: E402
 import sweep as runner  # noqa: E402
 from common import SweepSpec  # noqa: E402
 
@@ -177,15 +178,19 @@ def test_a_run_goes_end_to_end_and_returns_every_metric(point):
     assert results["val_bpc"] == results["val_bpc_8"] and 0 < results["test_bpc"] < 8
 
 
-def test_gqa_cache_holds_n_kv_head_over_n_head_of_full_attentions_bytes():
-    results = bm.gqa_cache_run({"context": 16, "batch": 2}, 0, {"vocab_size": 2048, "rounds": 1})
-    print(results)
+def test_gqa_cache_holds_n_kv_head_over_n_head_of_full_attentions_bytes_and_has_a_canary():
+    """The smoke run (traced as sweep.py traces it) records losses: a committed sweep's canary needs
+    them (test_evidence_sweeps), and a run that only timed generation would have none."""
+    spec = bm.PLANNED["modern_gqa_cache"]
+    point, config = runner.smoke_inputs(spec, spec.points[1])
+    ran = provenance.trace_run(bm.gqa_cache_run, dict(point, batch=2), 0, config)
+    print(ran.result, "losses:", ran.losses)
     full = 2 * 4 * 128 * 4  # keys and values, 4 blocks, width 128, float32
-    assert results["cache_bytes_per_token_kv4"] == full
-    assert (
-        results["cache_bytes_per_token_kv2"] == full / 2 and results["cache_bytes_per_token_kv1"] == full / 4
-    )
-    assert all(results[f"ms_per_token_kv{kv}"] > 0 for kv in (1, 2, 4))
+    assert ran.result["cache_bytes_per_token_kv4"] == full
+    assert ran.result["cache_bytes_per_token_kv2"] == full / 2
+    assert ran.result["cache_bytes_per_token_kv1"] == full / 4
+    assert set(ran.result) == set(spec.metrics) and all(v > 0 for v in ran.result.values())
+    assert len(ran.losses) == 3 and "course_lib/llama.py:Attention.forward" in ran.definitions
 
 
 class FakeSweep:
