@@ -251,9 +251,10 @@ check_gru_reach_prediction = Prediction(
                  "about 0.95 ** 50 = 0.09, and that is what is measured. Every other path goes "
                  "through the candidate n, which is multiplied by 1 - z = 0.05, or through the "
                  "gates' own slopes (sigmoid'(3) = 0.045), so they add little. The LSTM at "
-                 "forget bias 3 is different: its input gate is not tied to "
-                 "the forget gate (about 0.5), so the paths through i * g and the gates carry "
-                 "several times the forget-gate product (the chapter's figure)."),
+                 "forget bias 3 differs: the chapter measured that its other paths carry "
+                 "several times the forget-gate product (the figure), not which ones; one likely "
+                 "reason, not tested, is that its input gate is not tied to the forget gate "
+                 "(about 0.5 at the start), so the paths through i * g and the gates stay open."),
     mistakes=[
         Mistake("the LSTM at forget bias 3 measured several times its forget-gate product; in "
                 "the GRU the paths other than the copy go through 1 - z, which is small here.",
