@@ -40,7 +40,7 @@ MAX_TARGET = 3  # "-40" .. "60"
 
 # The recipe of the notebook (the goal's bar was set from it).
 MODEL_SIZES = (32, 64, 64)  # emb_size, hidden_size (per direction), attn_size
-TRAIN_STEPS, BATCH_SIZE, PEAK_LR, WARMUP, MAX_NORM = 800, 64, 0.01, 40, 1.0
+TRAIN_STEPS, BATCH_SIZE, PEAK_LR, WARMUP, MAX_NORM = 600, 64, 0.01, 40, 1.0
 
 
 def _expression(rng: random.Random, terms: tuple[int, int]) -> tuple[str, str]:
@@ -195,7 +195,7 @@ check_a1_make_batch = Check(
     params=("sources", "targets"),
     outputs=("src", "src_len", "src_mask", "tgt_in", "tgt_out"),
     forbidden=(Forbidden("course_lib.data"), Forbidden("torch.nn.utils.rnn.pad_sequence"),
-               Forbidden("course_lib.attention"), Forbidden("course_lib.exercises.a1.exact_match")),
+               Forbidden("course_lib.attention")),
     mistakes=[
         Mistake("the sources are padded on the left: put the characters first and the padding "
                 "after them (the encoder packs right-padded rows)."),
@@ -399,7 +399,7 @@ check_a1_exact_match = Goal(
     "check_a1_exact_match",
     "the exact match of your trained model on 500 held-out expressions (never in any training "
     "set), decoded greedily by the check through your model's forward pass: at least 0.6. With "
-    "the notebook's recipe (800 steps of 64) the reference build reached 0.85 to 0.91 (three "
+    "the notebook's recipe (600 steps of 64) the reference build reached 0.83 to 0.88 (three "
     "training seeds, each measured on four held-out seeds)",
     quantity="the held-out exact match", at_least=0.6,
     measure=measure_exact_match,
@@ -412,7 +412,7 @@ check_a1_exact_match = Goal(
         Mistake("the model is not in the form the check decodes: model(src, src_len, tgt_in) "
                 "must return the logits (B, T, V) first"),
     ],
-    hints=["The training loss should fall below 0.1 by the end of the run: print every 100 steps.",
+    hints=["The training loss should fall below 0.3 by the end of the run: print it every 100 steps.",
            "Decode a few training expressions yourself with your beam search: if they are wrong "
            "too, the training is the problem; if only the held-out ones are, the model memorised."],
 )
@@ -428,8 +428,8 @@ check_a1_longer_prediction = Prediction(
                  "sources of at most 8 characters and sums of three terms, and a fourth term "
                  "needs an extra carry of information it never practised. Length generalisation "
                  "is a known weakness of these models (Lake and Baroni, 2018, the length split "
-                 "of SCAN). The reference build wrote 0.16 to 0.22 of the four-number "
-                 "expressions exactly (three training seeds), against 0.85 to 0.91 on two and "
+                 "of SCAN). The reference build wrote 0.15 to 0.22 of the four-number "
+                 "expressions exactly (three training seeds), against 0.83 to 0.88 on two and "
                  "three numbers."),
     mistakes=[
         Mistake("attention reads every source position, but the arithmetic is learned only for "
