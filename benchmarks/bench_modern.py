@@ -18,10 +18,11 @@ matched size, each with dropout and learning rate chosen on validation, annealed
 over a budget that reads the training text 22 times, on characters and on BPE-2048.
 race_long_points: the rule, declared now, that picks the runs at twice the budget once these end.
 
-One run function (`decoder_run`) serves all the training sweeps: a model from `build` (the GPT of
-course_lib.gpt, the Llama of course_lib.llama, chapter 10's LSTM, or GPT-2's block with one module
-of llama.py swapped in), trained by recipes.train_lm with GPT_RECIPE's AdamW, warm-up and cosine
-decay to lr_end_fraction * lr (nanoGPT's min_lr = lr / 10, as chapter 10's annealed race_run),
+One run function (`decoder_run`) serves all the training sweeps: a model from `decoder` (GPT-2's
+block, with one module of llama.py swapped in, or course_lib.llama.Llama: `ablation_run`) or
+from `race_model` (the GPT of course_lib.gpt, the Llama, chapter 10's LSTM: `race_tokens_run`),
+trained by recipes.train_lm with GPT_RECIPE's AdamW, warm-up and cosine decay to
+lr_end_fraction * lr (nanoGPT's min_lr = lr / 10, as chapter 10's annealed race_run),
 scored by bpe.bits_per_char on the tokens of bench_tokens.token_corpus. Chapter 10's race_run is
 not called: it reads characters only and builds only chapter 10's two models without dropout.
 """
@@ -106,16 +107,14 @@ ABLATION = {
     "llama_mha": "all but grouped queries: Llama with n_kv_head = n_head = 4",
     "llama_mqa": "all, multi-query: Llama with n_kv_head = 1",
 }
-LLAMA_KV_HEADS = {"llama": N_KV_HEAD, "llama_mha": 4, "llama_mqa": 1, "modern": 4}
+LLAMA_KV_HEADS = {"llama": N_KV_HEAD, "llama_mha": 4, "llama_mqa": 1}
 
 
 def decoder(variant, vocab_size, context=CONTEXT, dropout=0.0):
-    """The decoder `variant` (a key of ABLATION, or "gpt" = "gpt2-bias", the capstone GPT, or
-    "modern" = "llama_mha", the race's modern decoder) at the capstone's sizes (4 blocks, 4 heads,
-    width 128, tied embeddings), seeded by the caller."""
-    variant = {"gpt": "gpt2-bias", "modern": "llama_mha"}.get(variant, variant)
+    """The decoder `variant` (a key of ABLATION) at the capstone's sizes (4 blocks, 4 heads, width
+    128, context 64, tied embeddings), seeded by the caller."""
     if variant not in ABLATION:
-        raise ValueError(f"variant must be one of {list(ABLATION)} or 'gpt', 'modern', got {variant!r}")
+        raise ValueError(f"variant must be one of {list(ABLATION)}, got {variant!r}")
     if variant.startswith("llama"):
         kv = LLAMA_KV_HEADS[variant]
         return Llama(LlamaConfig(vocab_size, block_size=context, n_kv_head=kv, dropout=dropout))
@@ -197,11 +196,18 @@ def lstm(vocab_size, dropout=0.0, context=CONTEXT):
     return DropoutLSTM(lm, dropout)
 
 
-def build(model, vocab_size, context=CONTEXT, dropout=0.0):
-    """The model `model`: "lstm" (chapter 10's, matched in size) or a decoder (`decoder`)."""
+def race_model(model, vocab_size, context=CONTEXT, dropout=0.0):
+    """A model of the race, seeded by the caller: "gpt", the capstone GPT (gpt.py's defaults, no
+    biases: the ablation's gpt2-bias); "modern", course_lib.llama.Llama of the same sizes with
+    n_kv_head = n_head (the ablation's llama_mha), whose parameters match the GPT's; "lstm",
+    chapter 10's LSTM matched in size (`lstm`)."""
+    if model == "gpt":
+        return GPT(GPTConfig(vocab_size, block_size=context, dropout=dropout))
+    if model == "modern":
+        return Llama(LlamaConfig(vocab_size, block_size=context, dropout=dropout))
     if model == "lstm":
         return lstm(vocab_size, dropout, context)
-    return decoder(model, vocab_size, context, dropout)
+    raise ValueError(f"model must be 'gpt', 'modern' or 'lstm', got {model!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -211,20 +217,20 @@ def build(model, vocab_size, context=CONTEXT, dropout=0.0):
 EVALS = 8  # validation at every eighth of the budget (the last is the end)
 
 
-def decoder_run(point, seed, config):
-    """One model (point["model"]) trained point["steps"] steps on the point's tokens (windows of
-    config["context"], config["tokens_per_step"] tokens a step) with GPT_RECIPE's AdamW, a warm-up
-    of config["warmup"] steps and a cosine decay from point["lr"] to config["lr_end_fraction"] of
-    it, dropout point.get("dropout", 0) -> bits per character on the validation text at every
-    eighth of the budget (val_bpc_1 .. val_bpc_8 = val_bpc) and on the test text at the end, the
-    test text's nats per token by position in the window (fresh windows), the parameters, the
-    passes over the training text and the CPU seconds."""
+def decoder_run(point, seed, config, make):
+    """One model, make(point["model"], vocab_size, context, dropout), trained point["steps"] steps
+    on the point's tokens (windows of config["context"], config["tokens_per_step"] tokens a step)
+    with GPT_RECIPE's AdamW, a warm-up of config["warmup"] steps and a cosine decay from point["lr"]
+    to config["lr_end_fraction"] of it, dropout point.get("dropout", 0) -> bits per character on
+    the validation text at every eighth of the budget (val_bpc_1 .. val_bpc_8 = val_bpc) and on the
+    test text at the end, the test text's nats per token by position in the window (fresh
+    windows), the parameters, the passes over the training text and the CPU seconds."""
     corpus, vocab_size, chars = token_corpus(point["tokenizer"])
     context, steps = config["context"], point["steps"]
     if steps % EVALS:
         raise ValueError(f"steps={steps} must be a multiple of {EVALS} (validation at every eighth)")
     torch.manual_seed(seed)
-    model = build(point["model"], vocab_size, context, point.get("dropout", 0.0))
+    model = make(point["model"], vocab_size, context, point.get("dropout", 0.0))
     recipe = dataclasses.replace(
         recipes.GPT_RECIPE,
         batch_size=config["tokens_per_step"] // context,
@@ -257,6 +263,16 @@ def decoder_run(point, seed, config):
     results["epochs"] = steps * recipe.batch_size * context / len(corpus.train)
     results["cpu_seconds"] = seconds
     return results
+
+
+def ablation_run(point, seed, config):
+    """decoder_run of an ablation variant (`decoder`)."""
+    return decoder_run(point, seed, config, decoder)
+
+
+def race_tokens_run(point, seed, config):
+    """decoder_run of a race model (`race_model`): the GPT, the modern decoder or the LSTM."""
+    return decoder_run(point, seed, config, race_model)
 
 
 def run_metrics(context=CONTEXT):
@@ -348,7 +364,7 @@ PLANNED = {
     "modern_ablation": SweepSpec(
         title="The modern decoder on BPE-2048 tokens: GPT-2's block, one change at a time, all together "
         "(Llama, 2, 4 or 1 key/value heads), 1352 annealed steps, learning rates 0.002, 0.004, 0.008",
-        run=decoder_run,
+        run=ablation_run,
         points=[
             {"model": v, "tokenizer": "bpe-2048", "lr": lr, "steps": ABLATION_STEPS}
             for v in ABLATION
@@ -515,7 +531,7 @@ for _tokenizer, _name in (("bpe-2048", "race_bpe2048"), ("chars", "race_chars"))
     PLANNED[_name] = SweepSpec(
         title=f"GPT, modern decoder and LSTM of matched size on {_tokenizer}, dropout and learning rate "
         f"chosen on validation, annealed over {RACE_STEPS[_tokenizer]} steps (22 passes over the text)",
-        run=decoder_run,
+        run=race_tokens_run,
         points=race_points(_tokenizer),
         config=RUN_CONFIG,
         smoke={"steps": 8},

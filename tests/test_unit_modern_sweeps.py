@@ -37,7 +37,9 @@ DECLARED = ("modern_ablation", "modern_gqa_cache", "race_bpe2048", "race_chars")
 
 def built(variant, vocab_size=104, seed=0, **kwargs):
     torch.manual_seed(seed)
-    return bm.build(variant, vocab_size, **kwargs)
+    if variant in bm.RACE_MODELS:
+        return bm.race_model(variant, vocab_size, **kwargs)
+    return bm.decoder(variant, vocab_size, **kwargs)
 
 
 def test_the_sweeps_are_declared_with_margins_and_not_yet_registered():
@@ -121,6 +123,23 @@ def test_the_llamas_and_the_capstone_gpt():
     assert all(torch.equal(a, b) for a, b in zip(capstone.state_dict().values(), ours.state_dict().values()))
 
 
+def test_the_race_decoders_are_the_ablations_gpt2_bias_and_llama_mha():
+    for race, ablation in (("gpt", "gpt2-bias"), ("modern", "llama_mha")):
+        a, b = built(race, 2048, dropout=0.0), built(ablation, 2048)
+        assert type(a) is type(b) and a.config == b.config
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_each_sweep_reaches_only_what_its_own_smoke_runs_execute():
+    """tests/test_evidence_sweeps checks that every definition a committed sweep's run function can
+    reach is traced by some committed sweep: whichever of the ablation and the race is committed
+    first, its run function must not reach the other's models (branches its smoke never takes)."""
+    key = "benchmarks/bench_modern.py:"
+    ablation, race = (provenance.reachable(key + name) for name in ("ablation_run", "race_tokens_run"))
+    assert key + "decoder" in ablation and not {key + "lstm", key + "DropoutLSTM"} & ablation
+    assert key + "lstm" in race and not {key + "decoder", key + "NoPositions", key + "with_biases"} & race
+
+
 def test_the_lstm_is_chapter_10s_at_matched_size():
     torch.manual_seed(0)
     chapter10 = bench_gpt.build("lstm", 104)
@@ -172,7 +191,8 @@ def test_dropout_reaches_every_model():
     ],
 )
 def test_a_run_goes_end_to_end_and_returns_every_metric(point):
-    results = bm.decoder_run(point, 0, bm.RUN_CONFIG)
+    run = bm.race_tokens_run if point["model"] in bm.RACE_MODELS else bm.ablation_run
+    results = run(point, 0, bm.RUN_CONFIG)
     print({k: round(v, 3) for k, v in results.items()})
     assert set(results) == set(bm.run_metrics())
     assert results["val_bpc"] == results["val_bpc_8"] and 0 < results["test_bpc"] < 8
