@@ -16,8 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from course_lib.exercises import ExerciseFailure, a1, check_a1_exact_match
-from course_lib.exercises import REGISTRY
+from course_lib.exercises import REGISTRY, ExerciseFailure, a1, check_a1_exact_match
 from coursekit.grading import REFERENCES, hidden_cases
 from coursekit.grading.checks import a1 as ref
 
@@ -35,7 +34,7 @@ def test_the_values_are_right_and_heldout_expressions_never_train():
     train = a1.make_pairs(3000, seed=5)
     heldout = a1.make_pairs(500, seed=6, split="heldout")
     for source, value in train[:200] + heldout[:200]:
-        assert int(value) == eval(source)  # noqa: S307 (our own generated arithmetic)
+        assert int(value) == eval(source)
         assert 3 <= len(source) <= 8 and 1 <= len(value) <= a1.MAX_TARGET
     assert not {s for s, _ in train} & {s for s, _ in heldout}
     assert all(a1.is_heldout(s) for s, _ in heldout) and not any(a1.is_heldout(s) for s, _ in train)
@@ -146,7 +145,8 @@ def test_every_route_to_the_library_loss_is_refused(route):
         elif route == "torch._C._nn":
             value = torch._C._nn.nll_loss_nd(flat - flat.logsumexp(-1, keepdim=True), t, None, 1, pad)
         elif route == "torch.ops.aten":
-            value = torch.ops.aten.nll_loss_forward(flat - flat.logsumexp(-1, keepdim=True), t, None, 1, pad)[0]
+            logp = flat - flat.logsumexp(-1, keepdim=True)
+            value = torch.ops.aten.nll_loss_forward(logp, t, None, 1, pad)[0]
         elif route == "F.log_softmax":
             logp = F.log_softmax(flat, -1)
             real = t != pad
@@ -165,7 +165,7 @@ def test_the_library_clipping_and_schedulers_are_refused():
         return ref.train(model, batches, steps, peak_lr, warmup, max_norm)
 
     def by_total_norm(model, batches, steps, peak_lr, warmup, max_norm):
-        torch.nn.utils.get_total_norm([p for p in model.parameters()])
+        torch.nn.utils.get_total_norm(list(model.parameters()))
         return ref.train(model, batches, steps, peak_lr, warmup, max_norm)
 
     _fails_off_limits(REGISTRY["check_a1_train"], by_other_scheduler, "torch.optim.lr_scheduler")
@@ -207,3 +207,27 @@ def test_a_masked_encoder_without_packing_is_right_too(capsys):
 
     REGISTRY["check_a1_encoder"](RowByRow)
     assert capsys.readouterr().out.startswith("✓ check_a1_encoder")
+
+
+@pytest.mark.parametrize("variant", [4242, 987_654_321])
+def test_under_another_variant_the_reference_passes_and_each_mistake_is_named(variant, monkeypatch):
+    """A variant draws other cases (references.make_cases moves with variant_seed): each typical
+    mistake must still show on them, under its own name."""
+    import coursekit.grading.references as references
+    from course_lib.exercises._engine import set_case_source
+    from coursekit.grading.hidden import _run_case
+
+    monkeypatch.setattr(references, "variant_seed", lambda: variant)
+    for name in A1_CHECKS:
+        record, reference = REGISTRY[name], REFERENCES[name]
+        cases = [_run_case(record, reference, case) for case in references.make_cases(name)]
+        previous = set_case_source(lambda _record, cases=cases: cases)
+        try:
+            record(reference.solution)
+            for mistake, wrong in zip(record.mistakes, reference.mistakes):
+                with pytest.raises(ExerciseFailure) as info:
+                    record(wrong)
+                assert f"Likely cause: {mistake.message}" in str(info.value), (name, str(info.value))
+        finally:
+            set_case_source(previous)
+            record.reset_hints()

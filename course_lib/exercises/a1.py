@@ -22,7 +22,7 @@ import zlib
 import torch
 import torch.nn as nn
 
-from ._compare import named, within
+from ._compare import within
 from ._engine import Check, Goal, Mistake, Prediction, WrongResult
 from ._forbid import Forbidden
 
@@ -113,9 +113,9 @@ def _logits_of(model, src, src_len, tgt_in):
     logits = out[0] if isinstance(out, (tuple, list)) else out
     want = (src.shape[0], tgt_in.shape[1], len(VOCAB))
     if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != want:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise WrongResult(f"model(src, src_len, tgt_in) must return the logits {want} (or a tuple "
-                          f"whose first part they are), got "
-                          f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}.")
+                          f"whose first part they are), got {got}.")
     return logits
 
 

@@ -256,7 +256,7 @@ class _AttentionBySdpa(AdditiveAttention):
 
     def forward(self, query, keys, mask):
         scores = self.scores(query, keys).masked_fill(~mask, float("-inf"))  # (B, S)
-        B, S, D = keys.shape
+        B, S, _ = keys.shape
         zeros_q, zeros_k = keys.new_zeros(B, 1, 1), keys.new_zeros(B, S, 1)
         context = nn.functional.scaled_dot_product_attention(zeros_q, zeros_k, keys,
                                                              attn_mask=scores[:, None, :])
@@ -399,9 +399,10 @@ def _loss_cases(g):
     l1[1, 2:] = torch.randn(2, V, generator=g)  # padding positions: anything
     return [
         Case("4 targets of lengths 4, 2, 3 and 1 (padded with 0)", l1, t1, PAD),
-        Case("large logits (a few hundred): exp overflows", nudged(torch.randn(3, 3, V, generator=g) * 300, t2, 0.7),
-             t2, PAD),
-        Case("2 targets, every real token right", nudged(torch.randn(2, 4, V, generator=g), t3, 1.0) * 3, t3, PAD),
+        Case("large logits (a few hundred): exp overflows",
+             nudged(torch.randn(3, 3, V, generator=g) * 300, t2, 0.7), t2, PAD),
+        Case("2 targets, every real token right",
+             nudged(torch.randn(2, 4, V, generator=g), t3, 1.0) * 3, t3, PAD),
     ]
 
 
@@ -492,8 +493,10 @@ def _train_cases(g):
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=g))
     return [
-        Case("6 steps over 3 batches, warm-up 2, gradients clipped to norm 0.5", model, batches, 6, 0.05, 2, 0.5),
-        Case("5 steps, warm-up 3, a norm bound of 100 that never clips", model, batches[:2], 5, 0.02, 3, 100.0),
+        Case("6 steps over 3 batches, warm-up 2, gradients clipped to norm 0.5",
+             model, batches, 6, 0.05, 2, 0.5),
+        Case("5 steps, warm-up 3, a norm bound of 100 that never clips",
+             model, batches[:2], 5, 0.02, 3, 100.0),
     ]
 
 
@@ -503,7 +506,8 @@ def _train_by_library_clip(model, batches, steps, peak_lr, warmup, max_norm):
     for step in range(steps):
         optimizer.param_groups[0]["lr"] = lr_at(step, steps, peak_lr, warmup)
         batch = batches[step % len(batches)]
-        loss = sequence_loss(model(batch["src"], batch["src_len"], batch["tgt_in"])[0], batch["tgt_out"], PAD)[0]
+        logits = model(batch["src"], batch["src_len"], batch["tgt_in"])[0]
+        loss = sequence_loss(logits, batch["tgt_out"], PAD)[0]
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), max_norm)
@@ -518,7 +522,8 @@ def _train_by_scheduler(model, batches, steps, peak_lr, warmup, max_norm):
     losses = []
     for step in range(steps):
         batch = batches[step % len(batches)]
-        loss = sequence_loss(model(batch["src"], batch["src_len"], batch["tgt_in"])[0], batch["tgt_out"], PAD)[0]
+        logits = model(batch["src"], batch["src_len"], batch["tgt_in"])[0]
+        loss = sequence_loss(logits, batch["tgt_out"], PAD)[0]
         optimizer.zero_grad()
         loss.backward()
         clip_gradients(list(model.parameters()), max_norm)
@@ -563,7 +568,8 @@ def beam_search(step, state, bos_id, eos_id, beam_size, max_len, alpha, mistake=
         if mistake == "own_best":
             best, token = logp.max(-1)
             total, flat = (scores + best).sort(descending=True)
-            cand = [(s, b, token.tolist()[b]) for s, b in zip(total[:beam_size].tolist(), flat[:beam_size].tolist())]
+            tokens = token.tolist()
+            cand = [(s, b, tokens[b]) for s, b in zip(total[:beam_size].tolist(), flat[:beam_size].tolist())]
         else:
             total = (scores[:, None] + logp).flatten()  # (k * V,)
             top, flat = total.topk(min(beam_size, total.numel()))
@@ -610,7 +616,8 @@ def _beam_cases(g):
         if not pending:
             break
         K, alpha = (2, 3, 4)[trial % 3], (0.6, 1.0, 2.0)[(trial // 3) % 3]
-        args = (_TableStep(table(8, 6, (-1.0, 0.0, 0.5, 1.0)[trial % 4])), torch.zeros(1, 3), 1, 2, K, 8, alpha)
+        step = _TableStep(table(8, 6, (-1.0, 0.0, 0.5, 1.0)[trial % 4]))
+        args = (step, torch.zeros(1, 3), 1, 2, K, 8, alpha)
         right = beam_search(*args)
         results = [beam_search(*args, mistake=m) for m in _BEAM_MISTAKES]
         showing = {i for i in pending if results[i] != right}
@@ -621,8 +628,10 @@ def _beam_cases(g):
         raise RuntimeError("no telling cases for check_a1_beam_search")
     return [
         *cases,
-        Case("beam 2, eos rare: stop at max_len 5", _TableStep(table(6, 6, -6.0)), torch.zeros(1, 2), 1, 2, 2, 5, 1.0),
-        Case("beam 5 over 8 tokens, alpha 0.8", _TableStep(table(9, 8, 0.0)), torch.zeros(1, 4), 1, 2, 5, 9, 0.8),
+        Case("beam 2, eos rare: stop at max_len 5",
+             _TableStep(table(6, 6, -6.0)), torch.zeros(1, 2), 1, 2, 2, 5, 1.0),
+        Case("beam 5 over 8 tokens, alpha 0.8",
+             _TableStep(table(9, 8, 0.0)), torch.zeros(1, 4), 1, 2, 5, 9, 0.8),
     ]
 
 
