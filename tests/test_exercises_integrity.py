@@ -209,3 +209,13 @@ def test_a_tolerance_grid_accepts_within_and_refuses_beyond_an_eighth_more():
                 assert tol.cell(value) in cells, (tol, value)
             elif tol.abs is not None and off > 1.125:
                 assert tol.cell(value) not in cells, (tol, value)
+
+
+def test_a_compiled_library_named_as_a_module_has_its_objects_methods_refused():
+    """The Hugging Face tokenizers library is Rust: its methods are C calls on its objects."""
+    from tokenizers import Tokenizer, models, trainers
+
+    tokenizer, trainer = Tokenizer(models.BPE()), trainers.BpeTrainer(vocab_size=270)
+    with pytest.raises(RuntimeError, match="off limits"), guard([Forbidden("tokenizers")]) as refused:
+        tokenizer.train_from_iterator(["low lower lowest"] * 4, trainer)
+    assert refused

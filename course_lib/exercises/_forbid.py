@@ -22,7 +22,8 @@ Refusal is by class, not by name (issue 36):
 * a **module** target (``Forbidden("course_lib.transformer")``) refuses every function of the
   module and every method of every class defined in it, and a **class** target refuses all of
   the class's own methods, construction included: a subclass or a wrapper of a course class
-  runs one of them, so it is refused too;
+  runs one of them, so it is refused too; a library outside torch and course_lib named as a
+  module (``Forbidden("tokenizers")``) also has its compiled objects' methods refused;
 * an **aten** target (``Forbidden(aten=("nll_loss_forward", "nll_loss_nd", ...))``) refuses an
   operator however it is reached: any torch C function of that name (``torch.gru_cell``,
   ``torch._VF.gru_cell``, ``torch.ops.aten.gru_cell``, ``torch._C._nn.nll_loss_nd``) and, through
@@ -180,6 +181,7 @@ class _Watch:
     codes: dict = field(default_factory=dict)  # code object -> Forbidden
     builtins: dict = field(default_factory=dict)  # id(C function) -> (Forbidden, the function)
     names: dict = field(default_factory=dict)  # name of a torch C function / aten op -> Forbidden
+    owners: dict = field(default_factory=dict)  # a forbidden module's name -> Forbidden (its C parts)
     seen: list = field(default_factory=list)  # the Forbidden entries that were called
 
     def hook(self, frame, event, arg):
@@ -201,6 +203,11 @@ class _Watch:
                 spec = entry[0]
                 if not (spec.outside_torch and _in_torch(frame.f_code.co_filename)):
                     self._refuse(spec)
+            if self.owners:
+                owner = _owner_module(arg)
+                for prefix, spec in self.owners.items():
+                    if owner == prefix or owner.startswith(prefix + "."):
+                        self._refuse(spec)
             spec = self.names.get(getattr(arg, "__name__", None))
             if (
                 spec is not None
@@ -214,6 +221,13 @@ class _Watch:
     def _refuse(self, spec: Forbidden):
         self.seen.append(spec)
         raise ForbiddenCall(f"{spec.name} is off limits in this exercise")
+
+
+def _owner_module(fn) -> str:
+    """The module a C function, or the class of the object a C method is bound to, belongs to
+    (the methods of a Rust or C++ extension's objects, e.g. tokenizers.Tokenizer.encode)."""
+    module = getattr(fn, "__module__", None) or type(getattr(fn, "__self__", None)).__module__
+    return module if isinstance(module, str) else ""
 
 
 def _is_torch_builtin(fn) -> bool:
@@ -277,11 +291,13 @@ def guard(forbidden: Sequence[Forbidden]) -> Iterator[list]:
             continue
         obj = resolve(spec.target)
         codes = _codes(obj)
+        if isinstance(obj, types.ModuleType) and not obj.__name__.startswith(("torch", "course_lib")):
+            watch.owners[obj.__name__] = spec  # an extension's compiled objects: their C methods
         if codes:
             watch.codes.update((code, spec) for code in codes)
         elif not isinstance(obj, (type, types.ModuleType)):
             watch.builtins[id(obj)] = (spec, obj)
-    if not watch.codes and not watch.builtins and not watch.names:
+    if not watch.codes and not watch.builtins and not watch.names and not watch.owners:
         yield watch.seen
         return
     previous = sys.getprofile()

@@ -219,7 +219,7 @@ _MODEL = (
     Forbidden("torch.nn.TransformerEncoder"), Forbidden("torch.nn.TransformerDecoder"),
     Forbidden(label="F.scaled_dot_product_attention", aten=_SDPA_ATEN),
 )
-_BPE = (Forbidden("course_lib.bpe"),)
+_BPE = (Forbidden("course_lib.bpe"), Forbidden("tokenizers", label="the Hugging Face tokenizers library"))
 
 
 def _exact(label: str):
