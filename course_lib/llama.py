@@ -164,13 +164,16 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.extend(k, v)                               # (B, h_kv, S, d_k), S = P + T
         S, g = k.shape[2], self.n_head // self.n_kv_head            # g query heads per kv head
-        q = q.view(B, self.n_kv_head, g, T, self.d_k)               # query head i = j g + r reads kv head j
-        att = q @ k[:, :, None].transpose(-2, -1) / math.sqrt(self.d_k)   # (B, h_kv, g, T, S)
+        # query head i = j g + r reads kv head j: a group's g heads share one product with K, which
+        # is never copied (a broadcast k[:, :, None] would copy it g times)
+        q = q.reshape(B, self.n_kv_head, g * T, self.d_k)           # (B, h_kv, g T, d_k)
+        att = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)         # (B, h_kv, g T, S)
+        att = att.view(B, self.n_kv_head, g, T, S)
         causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)   # query i is at S-T+i
         att = att.masked_fill(~causal, float("-inf"))
         att = att.softmax(dim=-1)
         self.last_weights = att.detach().view(B, self.n_head, T, S)
-        y = self.attn_dropout(att) @ v[:, :, None]                  # (B, h_kv, g, T, d_k)
+        y = self.attn_dropout(att).view(B, self.n_kv_head, g * T, S) @ v   # (B, h_kv, g T, d_k)
         y = y.view(B, self.n_head, T, self.d_k).transpose(1, 2).reshape(B, T, C)   # heads side by side
         return self.resid_dropout(self.o_proj(y))                   # (B, T, C)
 
