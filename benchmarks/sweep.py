@@ -646,6 +646,15 @@ def main(argv=None):
         type=Path,
         help="write NAME.json here, not to course_lib/sweeps (records in DIR/.runs)",
     )
+    parser.add_argument(
+        "--runs",
+        metavar="DIR",
+        type=Path,
+        default=os.environ.get("SWEEP_RUNS_DIR") or None,
+        help="keep the finished runs' records in DIR/NAME/ (default: $SWEEP_RUNS_DIR, else "
+        "benchmarks/.runs, or DIR/.runs with --out): a folder outside the work tree survives a "
+        "fresh checkout, so a long sweep resumes across sessions",
+    )
     parser.add_argument("--verify", action="store_true", help="re-run one seed per point; compare exactly")
     parser.add_argument("--canary", action="store_true", help="re-run the smoke runs; compare the canary")
     args = parser.parse_args(argv)
@@ -706,7 +715,15 @@ def main(argv=None):
         kernels_used = the_kernels(run_threads(sweeps[name].config))
         print(f"sweep {name}: {len(sweeps[name].points)} points × {len(seeds)} seeds, kernels {kernels_used}")
         try:
-            run_sweep(name, sweeps[name], seeds, args.out or SWEEP_DIR, args.jobs, engine_address)
+            run_sweep(
+                name,
+                sweeps[name],
+                seeds,
+                args.out or SWEEP_DIR,
+                args.jobs,
+                engine_address,
+                Path(args.runs) if args.runs else None,
+            )
         except engine.SweepFailed as failed:
             print(failed, file=sys.stderr)
             return 1
