@@ -124,8 +124,6 @@ def test_mismatched_configs_raise():
         r"this config expects \(37, 16\)",
     ):
         GPT.from_gpt2(hf.state_dict(), config)
-    config = gpt2_config(hf.config)
-    config.bias = False
     with pytest.raises(ValueError, match="lacks"):
         GPT.from_gpt2(
             {k: v for k, v in hf.state_dict().items() if not k.endswith("c_fc.bias")}, gpt2_config(hf.config)
