@@ -22,9 +22,15 @@ from coursekit.grading.checks import a1 as ref
 
 torch.set_num_threads(1)
 
-A1_CHECKS = ["check_a1_make_batch", "check_a1_encoder", "check_a1_additive_attention",
-             "check_a1_seq2seq_forward", "check_a1_sequence_loss", "check_a1_train",
-             "check_a1_beam_search"]
+A1_CHECKS = [
+    "check_a1_make_batch",
+    "check_a1_encoder",
+    "check_a1_additive_attention",
+    "check_a1_seq2seq_forward",
+    "check_a1_sequence_loss",
+    "check_a1_train",
+    "check_a1_beam_search",
+]
 
 
 # --------------------------------------------------------------------------------------
@@ -60,9 +66,11 @@ def test_the_goal_holds_for_the_reference_build_on_every_seed(trained, capsys):
     bar = check_a1_exact_match.at_least
     values = {(s, g): a1.measure_exact_match(m, g) for s, m in trained.items() for g in GOAL_SEEDS}
     with capsys.disabled():
-        print(f"\nheld-out exact match of the reference build (training seed, held-out seed): "
-              f"{ {k: round(v, 3) for k, v in values.items()} }; min {min(values.values()):.3f}, "
-              f"max {max(values.values()):.3f}, bar {bar}")
+        print(
+            f"\nheld-out exact match of the reference build (training seed, held-out seed): "
+            f"{ {k: round(v, 3) for k, v in values.items()} }; min {min(values.values()):.3f}, "
+            f"max {max(values.values()):.3f}, bar {bar}"
+        )
     assert min(values.values()) >= bar + 0.15, "the bar must sit well below every correct build"
     check_a1_exact_match(trained[0])
     with hidden_cases():
@@ -131,8 +139,17 @@ def test_torch_attention_classes_are_refused():
     _fails_off_limits(REGISTRY["check_a1_additive_attention"], ByMHA, "torch.nn.MultiheadAttention")
 
 
-@pytest.mark.parametrize("route", ["F.cross_entropy", "F.nll_loss", "torch._C._nn", "torch.ops.aten",
-                                   "F.log_softmax", "nn.CrossEntropyLoss"])
+@pytest.mark.parametrize(
+    "route",
+    [
+        "F.cross_entropy",
+        "F.nll_loss",
+        "torch._C._nn",
+        "torch.ops.aten",
+        "F.log_softmax",
+        "nn.CrossEntropyLoss",
+    ],
+)
 def test_every_route_to_the_library_loss_is_refused(route):
     F = nn.functional
 

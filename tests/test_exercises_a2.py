@@ -22,10 +22,19 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib.exercises import (ExerciseFailure, a2, check_a2_attention, check_a2_encoder_layer,
-                                  check_a2_exact_match, check_a2_greedy_decode, check_a2_lr_schedule,
-                                  check_a2_masks, check_a2_model, check_a2_smoothed_loss,
-                                  check_a2_train_step)
+from course_lib.exercises import (
+    ExerciseFailure,
+    a2,
+    check_a2_attention,
+    check_a2_encoder_layer,
+    check_a2_exact_match,
+    check_a2_greedy_decode,
+    check_a2_lr_schedule,
+    check_a2_masks,
+    check_a2_model,
+    check_a2_smoothed_loss,
+    check_a2_train_step,
+)
 from course_lib.exercises._variant import GOAL_OFFSET
 from coursekit.grading import hidden_cases
 from coursekit.grading.checks import a2 as ref
@@ -61,7 +70,7 @@ def test_the_words_read_back_to_their_number_and_the_examples_of_the_statement()
     for words, digits in a2.make_pairs(2000, seed=3):
         assert _value(words) == int(digits)
     with pytest.raises(ValueError, match="n must be"):
-        a2.number_words(10 ** 6)
+        a2.number_words(10**6)
 
 
 def test_held_out_numbers_never_reach_training_and_the_data_moves_with_the_seed():
@@ -69,7 +78,7 @@ def test_held_out_numbers_never_reach_training_and_the_data_moves_with_the_seed(
     test = {int(d) for _, d in a2.make_pairs(2000, seed=2, split="test")}
     assert not {n for n in train & test if n >= 100}
     assert all(n < 100 or a2.is_held_out(n) for n in test)
-    share = sum(map(a2.is_held_out, range(100, 10 ** 6))) / (10 ** 6 - 100)
+    share = sum(map(a2.is_held_out, range(100, 10**6))) / (10**6 - 100)
     assert 0.19 < share < 0.21
     assert a2.make_pairs(50, seed=1) == a2.make_pairs(50, seed=1) != a2.make_pairs(50, seed=2)
 
@@ -90,8 +99,10 @@ def test_the_goal_holds_well_above_its_bar_on_three_seeds_visible_and_hidden(tra
             measured[seed, held_out] = a2.measure_exact_match(obj, held_out)
     values = list(measured.values())
     with capsys.disabled():
-        print(f"\ncheck_a2_exact_match (bar {BAR}): reference, 3 training seeds x 3 held-out seeds: "
-              f"{min(values):.3f} to {max(values):.3f}, mean {statistics.mean(values):.3f}")
+        print(
+            f"\ncheck_a2_exact_match (bar {BAR}): reference, 3 training seeds x 3 held-out seeds: "
+            f"{min(values):.3f} to {max(values):.3f}, mean {statistics.mean(values):.3f}"
+        )
     assert min(values) >= BAR + 0.1, measured
     for obj in trained:
         assert check_a2_exact_match(obj)
@@ -126,8 +137,16 @@ def test_a_typed_number_an_untrained_model_and_a_model_free_decoder_fail(trained
 def test_the_course_transformer_is_refused_inside_the_goal():
     from course_lib.transformer import Transformer, TransformerConfig
 
-    config = TransformerConfig(len(a2.SRC_VOCAB), len(a2.TGT_VOCAB), d_model=16, num_heads=2,
-                               num_encoder_layers=1, num_decoder_layers=1, d_ff=32, max_len=32)
+    config = TransformerConfig(
+        len(a2.SRC_VOCAB),
+        len(a2.TGT_VOCAB),
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=32,
+        max_len=32,
+    )
     with pytest.raises(ExerciseFailure, match="called course_lib.transformer"):
         check_a2_exact_match((Transformer(config), ref.greedy_decode))
 
@@ -140,8 +159,9 @@ def test_a_course_function_inside_the_learners_module_is_refused():
         def forward(self, query, key_value, mask=None):
             from course_lib.attention import scaled_dot_product_attention
 
-            q, k, v = (self.split(w(x)) for w, x in ((self.w_q, query), (self.w_k, key_value),
-                                                       (self.w_v, key_value)))
+            q, k, v = (
+                self.split(w(x)) for w, x in ((self.w_q, query), (self.w_k, key_value), (self.w_v, key_value))
+            )
             out, weights = scaled_dot_product_attention(q, k, v, mask)
             B, _, T, _ = out.shape
             return self.w_o(out.transpose(1, 2).reshape(B, T, -1)), weights
@@ -179,16 +199,17 @@ def test_torch_module_classes_are_refused():
 
 def test_aten_operators_are_refused_however_reached():
     with pytest.raises(ExerciseFailure, match="scaled dot-product attention"):
-        check_a2_attention(ref._AtenAttention)                    # torch.ops.aten._..._math
+        check_a2_attention(ref._AtenAttention)  # torch.ops.aten._..._math
     with pytest.raises(ExerciseFailure, match="called torch.nn.functional.scaled_dot_product"):
         check_a2_attention(ref._FusedAttention)
     with pytest.raises(ExerciseFailure, match="aten::nll_loss_forward"):
-        check_a2_smoothed_loss(ref._loss_by_cross_entropy)        # torch._C._nn.cross_entropy_loss
+        check_a2_smoothed_loss(ref._loss_by_cross_entropy)  # torch._C._nn.cross_entropy_loss
 
     def by_label_smoothing(logits, tgt_out, pad_id, eps):
         V = logits.shape[-1]
-        return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad_id,
-                               label_smoothing=eps * V / (V - 2))
+        return F.cross_entropy(
+            logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad_id, label_smoothing=eps * V / (V - 2)
+        )
 
     with pytest.raises(ExerciseFailure, match="cross_entropy"):
         check_a2_smoothed_loss(by_label_smoothing)
@@ -215,8 +236,9 @@ def test_a_decoder_that_encodes_at_every_step_or_row_by_row_is_named(capsys):
         return ys[:, 1:]
 
     def row_by_row(model, src, max_len, bos_id, eos_id):
-        rows = [ref.greedy_decode(model, src[i : i + 1], max_len, bos_id, eos_id)[0]
-                for i in range(src.shape[0])]
+        rows = [
+            ref.greedy_decode(model, src[i : i + 1], max_len, bos_id, eos_id)[0] for i in range(src.shape[0])
+        ]
         width = max(len(r) for r in rows)
         return torch.stack([F.pad(r, (0, width - len(r)), value=eos_id) for r in rows])
 
@@ -236,11 +258,22 @@ def test_the_notebook_has_its_parts_each_with_a_check_hints_and_a_time():
     exercises = read_exercises(nb)
     assert [e.problems() for e in exercises] == [[]] * len(exercises)
     labels = [e.label for e in exercises]
-    assert labels == ["a2-positions", "a2-attention", "a2-masks", "a2-encoder-layer",
-                      "a2-decoder-layer", "a2-model", "a2-smoothed-loss", "a2-lr-schedule",
-                      "a2-train-step", "a2-greedy-decode", "a2-train", "a2-ablation"]
+    assert labels == [
+        "a2-positions",
+        "a2-attention",
+        "a2-masks",
+        "a2-encoder-layer",
+        "a2-decoder-layer",
+        "a2-model",
+        "a2-smoothed-loss",
+        "a2-lr-schedule",
+        "a2-train-step",
+        "a2-greedy-decode",
+        "a2-train",
+        "a2-ablation",
+    ]
     checked = {n for e in exercises for n in e.check_names}
     assert {n for n in dir(a2) if n.startswith("check_a2_")} <= checked
     assert sum(e.minutes for e in exercises) == 445 and "445 min" in nb.cells[0].source
-    assert sum(len(e.answers) for e in exercises) == 2                  # tying, ablation
+    assert sum(len(e.answers) for e in exercises) == 2  # tying, ablation
     assert "variant_seed()" in "".join(c.source for c in nb.cells if c.cell_type == "code")

@@ -52,16 +52,18 @@ def test_the_goal_holds_for_the_trained_reference_on_three_seeds_with_a_margin(c
         values[seed] = [a3.heldout_bits_per_char(trained, s) for s in held_out]
     flat = [v for vs in values.values() for v in vs]
     with capsys.disabled():
-        print("\nassignment 3 goal, held-out bits per character by training seed (visible goal "
-              "seed, hidden goal seed, 1, 2):",
-              {s: [round(v, 3) for v in vs] for s, vs in values.items()},
-              f"range {min(flat):.3f}-{max(flat):.3f}, bar {a3.GOAL_BPC}")
+        print(
+            "\nassignment 3 goal, held-out bits per character by training seed (visible goal "
+            "seed, hidden goal seed, 1, 2):",
+            {s: [round(v, 3) for v in vs] for s, vs in values.items()},
+            f"range {min(flat):.3f}-{max(flat):.3f}, bar {a3.GOAL_BPC}",
+        )
     assert max(flat) <= a3.GOAL_BPC - 0.1, "the bar is not well above every seed's value"
 
 
 def test_an_untrained_model_misses_the_bar_and_a_typed_number_earns_nothing():
     model, tokenizer = ref._untrained()
-    assert a3.heldout_bits_per_char((model, tokenizer), 1) > 4.0      # about log2(512) / 2.1 = 4.3
+    assert a3.heldout_bits_per_char((model, tokenizer), 1) > 4.0  # about log2(512) / 2.1 = 4.3
     with pytest.raises(ExerciseFailure, match="the goal is at most"):
         check_a3_heldout_bpc((model, tokenizer))
     for typed in (1.5, "1.5", torch.tensor(1.5)):
@@ -158,8 +160,9 @@ class _CourseAttentionGPT(ref.GPT):
         super().__init__(vocab_size, block_size, n_layer, n_head, n_embd)
         from course_lib.gpt import CausalSelfAttention, GPTConfig
 
-        self.course = CausalSelfAttention(GPTConfig(vocab_size=vocab_size, block_size=block_size,
-                                                    n_layer=1, n_head=n_head, n_embd=n_embd))
+        self.course = CausalSelfAttention(
+            GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=n_head, n_embd=n_embd)
+        )
 
 
 class _EncoderLayerGPT(ref.GPT):
@@ -184,16 +187,19 @@ class _TorchOpsSdpaGPT(ref.GPT):
         return super().forward(ids)
 
 
-@pytest.mark.parametrize("cls, label", [
-    (ref._SdpaGPT, "F.scaled_dot_product_attention"),
-    (ref._MathSdpaGPT, "F.scaled_dot_product_attention"),
-    (_TorchOpsSdpaGPT, "F.scaled_dot_product_attention"),
-    (ref._TorchMHAGPT, "torch.nn.MultiheadAttention"),
-    (_EncoderLayerGPT, "torch.nn.TransformerEncoderLayer"),
-    (_CourseAttentionGPT, "course_lib.gpt"),
-    (_MultiheadFunctionGPT, "course_lib.attention"),
-    (ref._SplitHeadsGPT, "course_lib.multihead"),
-])
+@pytest.mark.parametrize(
+    "cls, label",
+    [
+        (ref._SdpaGPT, "F.scaled_dot_product_attention"),
+        (ref._MathSdpaGPT, "F.scaled_dot_product_attention"),
+        (_TorchOpsSdpaGPT, "F.scaled_dot_product_attention"),
+        (ref._TorchMHAGPT, "torch.nn.MultiheadAttention"),
+        (_EncoderLayerGPT, "torch.nn.TransformerEncoderLayer"),
+        (_CourseAttentionGPT, "course_lib.gpt"),
+        (_MultiheadFunctionGPT, "course_lib.attention"),
+        (ref._SplitHeadsGPT, "course_lib.multihead"),
+    ],
+)
 def test_the_model_part_refuses_every_class_of_ready_made_attention(cls, label):
     _refused(check_a3_gpt, cls, label)
 

@@ -112,6 +112,16 @@ def _reference_lines() -> dict[str, str]:
 BOILERPLATE = {
     _squash("g = torch.Generator().manual_seed(seed)"),
     _squash("return torch.ones(T, T, dtype=torch.bool)"),
+    # the assignments (issue 36): signatures the statements fix, lines of the public measure
+    # functions and stand-in models, and a generic loop; no line of a part's solution
+    _squash("def forward(self, src, src_len, tgt_in):"),
+    _squash("def decode(self, tgt_in, memory, src):"),
+    _squash("return self.decode(tgt_in, self.encode(src), src)"),
+    _squash("self.head.weight = self.wte.weight"),
+    _squash("for group in optimizer.param_groups:"),
+    _squash("for k, v in module.state_dict().items()"),
+    _squash("with torch.random.fork_rng(devices=[]):"),
+    _squash("logp = torch.log_softmax(logits.double(), -1)"),
 }
 
 

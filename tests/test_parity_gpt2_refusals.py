@@ -20,8 +20,19 @@ V, T = 37, 24
 
 
 def _hf_config(**kw):
-    sizes = dict(vocab_size=V, n_positions=T, n_embd=32, n_layer=2, n_head=4, embd_pdrop=0.0,
-                 attn_pdrop=0.0, resid_pdrop=0.0, initializer_range=0.2, bos_token_id=0, eos_token_id=0)
+    sizes = dict(
+        vocab_size=V,
+        n_positions=T,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        resid_pdrop=0.0,
+        initializer_range=0.2,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2Config(**{**sizes, **kw})
 
 
@@ -41,13 +52,15 @@ def _largest_difference(hf):
         return (hf(_tokens()).logits - ours(_tokens())).abs().max().item()
 
 
-@pytest.mark.parametrize("flag, value", [("scale_attn_weights", False),
-                                         ("scale_attn_by_inverse_layer_idx", True)])
+@pytest.mark.parametrize(
+    "flag, value", [("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)]
+)
 def test_attention_scaling_flags_are_refused(flag, value):
     hf = _hf_model(**{flag: value})
     diff = _largest_difference(hf)
-    print(f"GPT-2 with {flag}={value} vs the course's GPT with its weights: largest logit "
-          f"difference {diff:.2f}")
+    print(
+        f"GPT-2 with {flag}={value} vs the course's GPT with its weights: largest logit difference {diff:.2f}"
+    )
     assert diff > 0.1  # another model: it must not load
     with pytest.raises(ValueError, match=f"course_lib.gpt does not model {flag}={value}") as error:
         gpt2_config(hf.config)
@@ -74,6 +87,7 @@ def _counted(fn, calls):
     def wrapper(*args, **kwargs):
         calls.append(1)
         return fn(*args, **kwargs)
+
     return wrapper
 
 
@@ -91,8 +105,11 @@ def test_cross_attention_and_other_model_types_are_refused():
 
 def test_state_dicts_with_a_layer_more_or_fewer_are_refused():
     sd2, sd3 = _hf_model().state_dict(), _hf_model(n_layer=3).state_dict()
-    with pytest.raises(ValueError, match=r"has \['transformer.h.2.attn.c_attn.bias', .*, which this "
-                                         r"model does not: is it a GPT2LMHeadModel's of n_layer=2"):
+    with pytest.raises(
+        ValueError,
+        match=r"has \['transformer.h.2.attn.c_attn.bias', .*, which this "
+        r"model does not: is it a GPT2LMHeadModel's of n_layer=2",
+    ):
         GPT.from_gpt2(sd3, gpt2_config(_hf_config()))
     config3 = gpt2_config(_hf_config())
     config3.n_layer = 3
@@ -105,10 +122,12 @@ def test_the_config_is_checked_when_the_model_is_built():
     (view of 32 features as 5 heads); it is now refused by GPT(config), and so by from_gpt2."""
     config = GPTConfig(vocab_size=V, block_size=T, n_layer=1, n_head=4, n_embd=32)
     GPT(config)
-    for name, value, said in [("n_head", 5, "n_embd=32 is not divisible by n_head=5"),
-                              ("dropout", 1.5, "dropout must be in"),
-                              ("n_layer", 0, "n_layer must be a positive int"),
-                              ("gelu_approximate", "fast", "gelu_approximate must be")]:
+    for name, value, said in [
+        ("n_head", 5, "n_embd=32 is not divisible by n_head=5"),
+        ("dropout", 1.5, "dropout must be in"),
+        ("n_layer", 0, "n_layer must be a positive int"),
+        ("gelu_approximate", "fast", "gelu_approximate must be"),
+    ]:
         edited = GPTConfig(vocab_size=V, block_size=T, n_layer=1, n_head=4, n_embd=32)
         setattr(edited, name, value)
         with pytest.raises(ValueError, match=said):

@@ -78,15 +78,21 @@ def test_hf_weights_give_the_same_logits(shape):
     hf = _hf_model(**_shape_kw(shape))
     config = llama_config(hf.config)
     assert (config.n_head, config.n_kv_head, config.tie_weights, config.rope_base) == (
-        shape[0], shape[1], shape[2], shape[4])
+        shape[0],
+        shape[1],
+        shape[2],
+        shape[4],
+    )
     ours = Llama.from_hf(hf.state_dict(), config).eval()
     assert (ours.lm_head.weight is ours.model.embed_tokens.weight) == shape[2]
     idx = _tokens()
     with torch.no_grad():
         theirs, mine = hf(idx).logits, ours(idx)
     diff = (theirs - mine).abs().max().item()
-    print(f"LlamaForCausalLM {shape} vs course_lib.llama: largest logit difference {diff:.2e} "
-          f"(logits up to {theirs.abs().max():.1f})")
+    print(
+        f"LlamaForCausalLM {shape} vs course_lib.llama: largest logit difference {diff:.2e} "
+        f"(logits up to {theirs.abs().max():.1f})"
+    )
     assert theirs.abs().max() > 1  # logits of order one: the tolerance is not met by small numbers
     assert diff <= 1e-4
 
@@ -127,8 +133,9 @@ def test_greedy_generation_matches_hfs(shape):
     ours = Llama.from_hf(hf.state_dict(), llama_config(hf.config))
     prompt = _tokens(seed=6, shape=(2, 5))
     with torch.no_grad():
-        theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
-                             max_new_tokens=15, pad_token_id=0)
+        theirs = hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=15, pad_token_id=0
+        )
     assert torch.equal(ours.generate(prompt, 15, temperature=0), theirs)
     assert torch.equal(ours.generate(prompt, 15, temperature=0, use_cache=False), theirs)
 
@@ -136,19 +143,22 @@ def test_greedy_generation_matches_hfs(shape):
 @pytest.mark.parametrize("n_kv_head", [4, 2, 1])
 def test_the_cache_holds_n_kv_head_heads_and_changes_no_number(n_kv_head):
     torch.manual_seed(0)
-    model = Llama(LlamaConfig(vocab_size=V, block_size=T, n_layer=2, n_head=4, n_kv_head=n_kv_head,
-                              n_embd=32)).eval()
+    model = Llama(
+        LlamaConfig(vocab_size=V, block_size=T, n_layer=2, n_head=4, n_kv_head=n_kv_head, n_embd=32)
+    ).eval()
     idx = _tokens(seed=7, shape=(2, 12))
     caches = [KVCache() for _ in range(2)]
     with torch.no_grad():
         full = model(idx)
-        steps = [model(idx[:, :5], caches)] + [model(idx[:, t:t + 1], caches) for t in range(5, 12)]
+        steps = [model(idx[:, :5], caches)] + [model(idx[:, t : t + 1], caches) for t in range(5, 12)]
         steps = torch.cat(steps, dim=1)  # the prompt, then one token at a time
     assert caches[0].k.shape == caches[0].v.shape == (2, n_kv_head, 12, 8)
     assert (full - steps).abs().max() < 1e-5
     g = torch.Generator()  # 30 tokens: past block_size=24, both re-read the last 24 tokens
-    sampled = [model.generate(idx[:, :4], 26, top_k=5, use_cache=cached, generator=g.manual_seed(3))
-               for cached in (True, False)]
+    sampled = [
+        model.generate(idx[:, :4], 26, top_k=5, use_cache=cached, generator=g.manual_seed(3))
+        for cached in (True, False)
+    ]
     assert torch.equal(*sampled) and sampled[0].shape == (2, 30)
 
 
@@ -166,17 +176,28 @@ def test_rmsnorm_and_the_swiglu_width():
 
 # -- refusals ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("option, value, said", [
-    ("rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}, "rope_parameters="),
-    ("rope_parameters", {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5},
-     "rope_parameters="),
-    ("attention_bias", True, "attention_bias=True"),
-    ("mlp_bias", True, "mlp_bias=True"),
-    ("hidden_act", "gelu", "hidden_act='gelu'"),
-    ("head_dim", 16, "head_dim=16"),
-    ("pretraining_tp", 2, "pretraining_tp=2"),
-    ("attention_dropout", 0.1, "attention_dropout=0.1"),
-])
+
+@pytest.mark.parametrize(
+    "option, value, said",
+    [
+        (
+            "rope_parameters",
+            {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+            "rope_parameters=",
+        ),
+        (
+            "rope_parameters",
+            {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5},
+            "rope_parameters=",
+        ),
+        ("attention_bias", True, "attention_bias=True"),
+        ("mlp_bias", True, "mlp_bias=True"),
+        ("hidden_act", "gelu", "hidden_act='gelu'"),
+        ("head_dim", 16, "head_dim=16"),
+        ("pretraining_tp", 2, "pretraining_tp=2"),
+        ("attention_dropout", 0.1, "attention_dropout=0.1"),
+    ],
+)
 def test_unmodelled_options_are_refused(option, value, said):
     config = _hf_config()
     setattr(config, option, value)
@@ -186,8 +207,15 @@ def test_unmodelled_options_are_refused(option, value, said):
 
 
 def test_other_model_types_are_refused():
-    mistral = MistralConfig(vocab_size=V, hidden_size=32, intermediate_size=50, num_hidden_layers=2,
-                            num_attention_heads=4, num_key_value_heads=2, sliding_window=8)
+    mistral = MistralConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=50,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=8,
+    )
     with pytest.raises(ValueError, match="does not model model_type='mistral'"):
         llama_config(mistral)
     with pytest.raises(ValueError, match="does not model model_type='gpt2'"):
@@ -211,8 +239,11 @@ def test_state_dicts_of_other_sizes_are_refused():
     with pytest.raises(ValueError, match=r"has \['model.layers.0.self_attn.k_proj.bias'"):
         Llama.from_hf(biased, two)
     narrow = llama_config(_hf_config(n_kv_head=1))
-    with pytest.raises(ValueError, match=r"k_proj.weight: the state dict's tensor has shape \(16, 32\), "
-                                         r"this config expects \(8, 32\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"k_proj.weight: the state dict's tensor has shape \(16, 32\), "
+        r"this config expects \(8, 32\)",
+    ):
         Llama.from_hf(sd2, narrow)
     with pytest.raises(ValueError, match="tie_weights is True"):
         Llama.from_hf(sd2, llama_config(_hf_config(tied=True)))

@@ -42,7 +42,7 @@ def make_batch(sources, targets, left=False, swap=False, invert=False, drop_eos=
     for i, (s, t) in enumerate(zip(sources, targets)):
         ids = _ids(s)
         if left:
-            src[i, S - len(ids):] = torch.tensor(ids)
+            src[i, S - len(ids) :] = torch.tensor(ids)
         else:
             src[i, : len(ids)] = torch.tensor(ids)
         y = _ids(t)
@@ -258,8 +258,9 @@ class _AttentionBySdpa(AdditiveAttention):
         scores = self.scores(query, keys).masked_fill(~mask, float("-inf"))  # (B, S)
         B, S, _ = keys.shape
         zeros_q, zeros_k = keys.new_zeros(B, 1, 1), keys.new_zeros(B, S, 1)
-        context = nn.functional.scaled_dot_product_attention(zeros_q, zeros_k, keys,
-                                                             attn_mask=scores[:, None, :])
+        context = nn.functional.scaled_dot_product_attention(
+            zeros_q, zeros_k, keys, attn_mask=scores[:, None, :]
+        )
         return context[:, 0], torch.softmax(scores, -1)
 
 
@@ -399,10 +400,18 @@ def _loss_cases(g):
     l1[1, 2:] = torch.randn(2, V, generator=g)  # padding positions: anything
     return [
         Case("4 targets of lengths 4, 2, 3 and 1 (padded with 0)", l1, t1, PAD),
-        Case("large logits (a few hundred): exp overflows",
-             nudged(torch.randn(3, 3, V, generator=g) * 300, t2, 0.7), t2, PAD),
-        Case("2 targets, every real token right",
-             nudged(torch.randn(2, 4, V, generator=g), t3, 1.0) * 3, t3, PAD),
+        Case(
+            "large logits (a few hundred): exp overflows",
+            nudged(torch.randn(3, 3, V, generator=g) * 300, t2, 0.7),
+            t2,
+            PAD,
+        ),
+        Case(
+            "2 targets, every real token right",
+            nudged(torch.randn(2, 4, V, generator=g), t3, 1.0) * 3,
+            t3,
+            PAD,
+        ),
     ]
 
 
@@ -420,12 +429,18 @@ register(
             lambda lg, t, p: sequence_loss(lg, t, p, "sequence_pads"),
         ],
         shortcuts=[
-            lambda lg, t, p: (nn.functional.cross_entropy(lg.flatten(0, 1), t.flatten(), ignore_index=p),
-                              *sequence_loss(lg, t, p)[1:]),
-            lambda lg, t, p: (nn.functional.nll_loss(torch.log_softmax(lg, -1).flatten(0, 1), t.flatten(),
-                                                     ignore_index=p), *sequence_loss(lg, t, p)[1:]),
-            lambda lg, t, p: (torch._C._nn.cross_entropy_loss(lg.flatten(0, 1), t.flatten(), None, 1, p, 0.0),
-                              *sequence_loss(lg, t, p)[1:]),
+            lambda lg, t, p: (
+                nn.functional.cross_entropy(lg.flatten(0, 1), t.flatten(), ignore_index=p),
+                *sequence_loss(lg, t, p)[1:],
+            ),
+            lambda lg, t, p: (
+                nn.functional.nll_loss(torch.log_softmax(lg, -1).flatten(0, 1), t.flatten(), ignore_index=p),
+                *sequence_loss(lg, t, p)[1:],
+            ),
+            lambda lg, t, p: (
+                torch._C._nn.cross_entropy_loss(lg.flatten(0, 1), t.flatten(), None, 1, p, 0.0),
+                *sequence_loss(lg, t, p)[1:],
+            ),
         ],
     ),
 )
@@ -493,10 +508,18 @@ def _train_cases(g):
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=g))
     return [
-        Case("6 steps over 3 batches, warm-up 2, gradients clipped to norm 0.5",
-             model, batches, 6, 0.05, 2, 0.5),
-        Case("5 steps, warm-up 3, a norm bound of 100 that never clips",
-             model, batches[:2], 5, 0.02, 3, 100.0),
+        Case(
+            "6 steps over 3 batches, warm-up 2, gradients clipped to norm 0.5",
+            model,
+            batches,
+            6,
+            0.05,
+            2,
+            0.5,
+        ),
+        Case(
+            "5 steps, warm-up 3, a norm bound of 100 that never clips", model, batches[:2], 5, 0.02, 3, 100.0
+        ),
     ]
 
 
@@ -628,16 +651,33 @@ def _beam_cases(g):
         raise RuntimeError("no telling cases for check_a1_beam_search")
     return [
         *cases,
-        Case("beam 2, eos rare: stop at max_len 5",
-             _TableStep(table(6, 6, -6.0)), torch.zeros(1, 2), 1, 2, 2, 5, 1.0),
-        Case("beam 5 over 8 tokens, alpha 0.8",
-             _TableStep(table(9, 8, 0.0)), torch.zeros(1, 4), 1, 2, 5, 9, 0.8),
+        Case(
+            "beam 2, eos rare: stop at max_len 5",
+            _TableStep(table(6, 6, -6.0)),
+            torch.zeros(1, 2),
+            1,
+            2,
+            2,
+            5,
+            1.0,
+        ),
+        Case(
+            "beam 5 over 8 tokens, alpha 0.8",
+            _TableStep(table(9, 8, 0.0)),
+            torch.zeros(1, 4),
+            1,
+            2,
+            5,
+            9,
+            0.8,
+        ),
     ]
 
 
 def _beam_by_library(step, state, bos_id, eos_id, beam_size, max_len, alpha):
-    tokens, _ = load("decoding.beam_search")(step, torch.tensor([bos_id]), state, max_len, beam_size,
-                                             eos_id, alpha)
+    tokens, _ = load("decoding.beam_search")(
+        step, torch.tensor([bos_id]), state, max_len, beam_size, eos_id, alpha
+    )
     best = tokens[0, 0].tolist()
     return best[: best.index(eos_id)] if eos_id in best else best
 

@@ -65,10 +65,12 @@ def train_bpe(text, vocab_size, weighted=True, split=True, tie="smallest", offse
 
 
 def _bpe_train_mistakes():
-    return [lambda t, v: train_bpe(t, v, weighted=False),
-            lambda t, v: train_bpe(t, v, split=False),
-            lambda t, v: train_bpe(t, v, tie="largest"),
-            lambda t, v: train_bpe(t, v, offset=0)]
+    return [
+        lambda t, v: train_bpe(t, v, weighted=False),
+        lambda t, v: train_bpe(t, v, split=False),
+        lambda t, v: train_bpe(t, v, tie="largest"),
+        lambda t, v: train_bpe(t, v, offset=0),
+    ]
 
 
 def _bpe_shortcut(text, vocab_size):
@@ -86,17 +88,23 @@ def _bpe_train_cases(g):
     text = course_text("train")
     start = int(torch.randint(0, len(text) - 3000, (1,), generator=g))
     return [  # the first case is drawn from the variant's seed: two variants differ there
-        Case("3000 characters of the course's training text, 60 merges",
-             text[start:start + 3000], 316),
+        Case("3000 characters of the course's training text, 60 merges", text[start : start + 3000], 316),
         Case("a short repeated sentence, 12 merges", _TEXTS[0], 268),
         Case("ties, runs of one letter and of spaces, 8 merges", _TEXTS[1], 264),
         Case("code with non-ASCII letters, more merges than pairs", _TEXTS[2], 300),
     ]
 
 
-register("check_a3_bpe_train", Reference(
-    seed=31, cases=_bpe_train_cases, solution=train_bpe, mistakes=_bpe_train_mistakes(),
-    shortcuts=[_bpe_shortcut]))
+register(
+    "check_a3_bpe_train",
+    Reference(
+        seed=31,
+        cases=_bpe_train_cases,
+        solution=train_bpe,
+        mistakes=_bpe_train_mistakes(),
+        shortcuts=[_bpe_shortcut],
+    ),
+)
 
 
 class Tokenizer:
@@ -134,7 +142,7 @@ class Tokenizer:
 
     def encode(self, text):
         ids = []
-        for piece in (pieces(text) if self.split else [text]):
+        for piece in pieces(text) if self.split else [text]:
             if piece not in self.cache:
                 self.cache[piece] = self.encode_piece(piece)
             ids.extend(self.cache[piece])
@@ -166,25 +174,50 @@ class _LibraryTokenizer:
 def _tokenizer_cases(g):
     train = course_text("train")  # the first case is drawn from the variant's seed
     start = int(torch.randint(0, len(train) - 4000, (1,), generator=g))
-    merges = train_bpe(train[start:start + 3000], 330)
-    held = train[start + 3000:start + 4000]
-    cases = [Case("74 merges from 3000 characters of the course text, 1000 characters after "
-                  "them", merges, [held], [Tokenizer(merges).encode(held)])]
+    merges = train_bpe(train[start : start + 3000], 330)
+    held = train[start + 3000 : start + 4000]
+    cases = [
+        Case(
+            "74 merges from 3000 characters of the course text, 1000 characters after them",
+            merges,
+            [held],
+            [Tokenizer(merges).encode(held)],
+        )
+    ]
     for i, (text, vocab_size) in enumerate([(_TEXTS[0], 268), (_TEXTS[2], 300)]):
         merges = train_bpe(text, vocab_size)
-        others = ["the cat ate the mat", "the rat\n\n  sat", "thethe cat-cat"] if i == 0 else \
-                 ["x = [1, 2]  # café\n", "cafés return xx", "naïve ü → ∑ 🙂"]
+        others = (
+            ["the cat ate the mat", "the rat\n\n  sat", "thethe cat-cat"]
+            if i == 0
+            else ["x = [1, 2]  # café\n", "cafés return xx", "naïve ü → ∑ 🙂"]
+        )
         texts = [text] + others
-        cases.append(Case(f"{len(merges)} merges, {len(texts)} texts", merges, texts,
-                          [Tokenizer(merges).encode(t) for t in texts]))
+        cases.append(
+            Case(
+                f"{len(merges)} merges, {len(texts)} texts",
+                merges,
+                texts,
+                [Tokenizer(merges).encode(t) for t in texts],
+            )
+        )
     return cases
 
 
-register("check_a3_tokenizer", Reference(
-    seed=32, cases=_tokenizer_cases, solution=Tokenizer,
-    mistakes=[_variant(Tokenizer, leftmost=True), _variant(Tokenizer, split=False),
-              _variant(Tokenizer, per_token_decode=True), _variant(Tokenizer, one_round=True)],
-    shortcuts=[_LibraryTokenizer]))
+register(
+    "check_a3_tokenizer",
+    Reference(
+        seed=32,
+        cases=_tokenizer_cases,
+        solution=Tokenizer,
+        mistakes=[
+            _variant(Tokenizer, leftmost=True),
+            _variant(Tokenizer, split=False),
+            _variant(Tokenizer, per_token_decode=True),
+            _variant(Tokenizer, one_round=True),
+        ],
+        shortcuts=[_LibraryTokenizer],
+    ),
+)
 
 
 # ======================================================================================
@@ -200,7 +233,7 @@ class CausalSelfAttention(nn.Module):
     def heads(self, x):
         B, T, C = x.shape
         if self.head_split == "columns":
-            return x.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)   # (B, h, T, d)
+            return x.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, h, T, d)
         return x.view(B, T, C // self.n_head, self.n_head).permute(0, 3, 1, 2)
 
     def attend(self, q, k, v):
@@ -210,9 +243,8 @@ class CausalSelfAttention(nn.Module):
             scores = scores / math.sqrt(q.shape[-1])
         Tq, Tk = scores.shape[-2:]
         if self.causal:
-            scores = scores.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool).triu(Tk - Tq + 1),
-                                        float("-inf"))
-        y = scores.softmax(-1) @ v                                                # (B, h, Tq, d)
+            scores = scores.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool).triu(Tk - Tq + 1), float("-inf"))
+        y = scores.softmax(-1) @ v  # (B, h, Tq, d)
         B, h, _, d = y.shape
         if self.head_split == "columns":
             y = y.transpose(1, 2).reshape(B, Tq, h * d)
@@ -345,14 +377,21 @@ def _strong(model, g, std=0.3):
     logits, and a model without a mask or a scale gives nearly the same ones)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * (std if p.dim() >= 2 else 0.1)
-                    + (1.0 if ("ln" in name or "norm" in name) and name.endswith("weight") else 0.0))
+            p.copy_(
+                torch.randn(p.shape, generator=g) * (std if p.dim() >= 2 else 0.1)
+                + (1.0 if ("ln" in name or "norm" in name) and name.endswith("weight") else 0.0)
+            )
     return model
 
 
 def _config(vocab_size, block_size, n_layer, n_head, n_embd):
-    return {"vocab_size": vocab_size, "block_size": block_size, "n_layer": n_layer,
-            "n_head": n_head, "n_embd": n_embd}
+    return {
+        "vocab_size": vocab_size,
+        "block_size": block_size,
+        "n_layer": n_layer,
+        "n_head": n_head,
+        "n_embd": n_embd,
+    }
 
 
 def _weights(config, g):
@@ -371,12 +410,23 @@ def _gpt_cases(g):
     return cases
 
 
-register("check_a3_gpt", Reference(
-    seed=33, cases=_gpt_cases, solution=GPT,
-    mistakes=[_gpt(block_options={"causal": False}), _gpt(block_options={"post_ln": True}),
-              _gpt(block_options={"scaled": False}), _gpt(tied=False), _gpt(final_norm=False),
-              _gpt(block_options={"head_split": "interleaved"})],
-    shortcuts=[_SdpaGPT, _MathSdpaGPT, _TorchMHAGPT, _SplitHeadsGPT]))
+register(
+    "check_a3_gpt",
+    Reference(
+        seed=33,
+        cases=_gpt_cases,
+        solution=GPT,
+        mistakes=[
+            _gpt(block_options={"causal": False}),
+            _gpt(block_options={"post_ln": True}),
+            _gpt(block_options={"scaled": False}),
+            _gpt(tied=False),
+            _gpt(final_norm=False),
+            _gpt(block_options={"head_split": "interleaved"}),
+        ],
+        shortcuts=[_SdpaGPT, _MathSdpaGPT, _TorchMHAGPT, _SplitHeadsGPT],
+    ),
+)
 
 
 # ======================================================================================
@@ -412,20 +462,34 @@ class _LambdaSchedule:
         p = torch.nn.Parameter(torch.zeros(1))
         opt = torch.optim.SGD([p], lr=max_lr)
         sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_at(s, max_lr, warmup, total, min_lr) / max_lr)
+            opt, lambda s: lr_at(s, max_lr, warmup, total, min_lr) / max_lr
+        )
         for _ in range(step):
             opt.step()
             sched.step()
         return opt.param_groups[0]["lr"]
 
 
-register("check_a3_lr_schedule", Reference(
-    seed=34, cases=_schedule_cases, solution=lr_at,
-    mistakes=[lambda *a: lr_at(*a, start=0), lambda *a: lr_at(*a, span="all"),
-              lambda *a: lr_at(*a, floor=False), lambda *a: lr_at(*a, hold=False)],
-    shortcuts=[_LambdaSchedule(),
-               lambda step, max_lr, warmup, total, min_lr: max_lr * load("recipes.warmup_cosine")(
-                   step, total, warmup, min_lr / max_lr)]))
+register(
+    "check_a3_lr_schedule",
+    Reference(
+        seed=34,
+        cases=_schedule_cases,
+        solution=lr_at,
+        mistakes=[
+            lambda *a: lr_at(*a, start=0),
+            lambda *a: lr_at(*a, span="all"),
+            lambda *a: lr_at(*a, floor=False),
+            lambda *a: lr_at(*a, hold=False),
+        ],
+        shortcuts=[
+            _LambdaSchedule(),
+            lambda step, max_lr, warmup, total, min_lr: (
+                max_lr * load("recipes.warmup_cosine")(step, total, warmup, min_lr / max_lr)
+            ),
+        ],
+    ),
+)
 
 
 def make_optimizer(model, lr, weight_decay, rule="dim"):
@@ -441,30 +505,40 @@ def make_optimizer(model, lr, weight_decay, rule="dim"):
         decayed, plain = [p for _, p in params], []
     else:
         decayed, plain = [], [p for _, p in params]
-    groups = [{"params": decayed, "weight_decay": weight_decay},
-              {"params": plain, "weight_decay": 0.0}]
+    groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
     return torch.optim.AdamW([grp for grp in groups if grp["params"]], lr=lr, betas=(0.9, 0.95))
 
 
 def _optimizer_cases(g):
     return [
-        Case("a toy language model (embeddings, a linear layer, a LayerNorm, a tied head)",
-             build("exercises.a3.ToyLM", 10, 6, 4), 1e-3, 0.1),
+        Case(
+            "a toy language model (embeddings, a linear layer, a LayerNorm, a tied head)",
+            build("exercises.a3.ToyLM", 10, 6, 4),
+            1e-3,
+            0.1,
+        ),
         Case("a wider toy language model", build("exercises.a3.ToyLM", 17, 8, 6), 3e-3, 0.05),
     ]
 
 
-register("check_a3_optimizer", Reference(
-    seed=35, cases=_optimizer_cases, solution=make_optimizer,
-    mistakes=[lambda m, lr, wd: make_optimizer(m, lr, wd, rule="all"),
-              lambda m, lr, wd: make_optimizer(m, lr, wd, rule="name"),
-              lambda m, lr, wd: make_optimizer(m, lr, wd, rule="none")]))
+register(
+    "check_a3_optimizer",
+    Reference(
+        seed=35,
+        cases=_optimizer_cases,
+        solution=make_optimizer,
+        mistakes=[
+            lambda m, lr, wd: make_optimizer(m, lr, wd, rule="all"),
+            lambda m, lr, wd: make_optimizer(m, lr, wd, rule="name"),
+            lambda m, lr, wd: make_optimizer(m, lr, wd, rule="none"),
+        ],
+    ),
+)
 
 
-def train_step(model, optimizer, x, y, max_norm, zero=True, clip="before", per_param=False,
-               report="before"):
+def train_step(model, optimizer, x, y, max_norm, zero=True, clip="before", per_param=False, report="before"):
     """The reference step; the keywords are the typical mistakes."""
-    logits = model(x)                                                         # (B, T, V)
+    logits = model(x)  # (B, T, V)
     loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
     if zero:
         optimizer.zero_grad(set_to_none=True)
@@ -522,11 +596,21 @@ def _clip_by_foreach(model, optimizer, x, y, max_norm):
     return loss.item(), float(norm)
 
 
-register("check_a3_train_step", Reference(
-    seed=36, cases=_train_step_cases, solution=train_step,
-    mistakes=[lambda *a: train_step(*a, zero=False), lambda *a: train_step(*a, clip="after"),
-              lambda *a: train_step(*a, per_param=True), lambda *a: train_step(*a, report="after")],
-    shortcuts=[_clip_by_torch, _clip_by_foreach]))
+register(
+    "check_a3_train_step",
+    Reference(
+        seed=36,
+        cases=_train_step_cases,
+        solution=train_step,
+        mistakes=[
+            lambda *a: train_step(*a, zero=False),
+            lambda *a: train_step(*a, clip="after"),
+            lambda *a: train_step(*a, per_param=True),
+            lambda *a: train_step(*a, report="after"),
+        ],
+        shortcuts=[_clip_by_torch, _clip_by_foreach],
+    ),
+)
 
 
 # ======================================================================================
@@ -537,12 +621,12 @@ def bits_per_char(model, ids, n_chars, stride, per="char", base=2.0, overlap=Tru
     block = model.block_size
     if not overlap:
         stride = block
-    total, scored, count = 0.0, 0, 0                    # scored: targets ids[1..scored] done
+    total, scored, count = 0.0, 0, 0  # scored: targets ids[1..scored] done
     for start in range(0, len(ids) - 1, stride):
-        x = ids[start:start + block]                                          # (T,)
-        y = ids[start + 1:start + block + 1]                                  # (T',)
-        logits = model(x[None])[0, : len(y)]                                  # (T', V)
-        losses = F.cross_entropy(logits, y, reduction="none")                 # nats, (T',)
+        x = ids[start : start + block]  # (T,)
+        y = ids[start + 1 : start + block + 1]  # (T',)
+        logits = model(x[None])[0, : len(y)]  # (T', V)
+        losses = F.cross_entropy(logits, y, reduction="none")  # nats, (T',)
         first_new = 0 if rescore else max(0, scored - start)
         total += float(losses[first_new:].sum())
         count += len(y) - first_new
@@ -565,13 +649,24 @@ def _bpc_cases(g):
     return cases
 
 
-register("check_a3_bits_per_char", Reference(
-    seed=37, cases=_bpc_cases, solution=bits_per_char,
-    mistakes=[lambda *a: bits_per_char(*a, per="token"), lambda *a: bits_per_char(*a, base=math.e),
-              lambda *a: bits_per_char(*a, overlap=False), lambda *a: bits_per_char(*a, rescore=True)],
-    shortcuts=[lambda m, ids, n, s: load("train.bits_per_char")(
-                   bits_per_char(m, ids, n, s, base=math.e)),
-               lambda m, ids, n, s: load("exercises.a3.heldout_bits_per_char")((m, None), 0)]))
+register(
+    "check_a3_bits_per_char",
+    Reference(
+        seed=37,
+        cases=_bpc_cases,
+        solution=bits_per_char,
+        mistakes=[
+            lambda *a: bits_per_char(*a, per="token"),
+            lambda *a: bits_per_char(*a, base=math.e),
+            lambda *a: bits_per_char(*a, overlap=False),
+            lambda *a: bits_per_char(*a, rescore=True),
+        ],
+        shortcuts=[
+            lambda m, ids, n, s: load("train.bits_per_char")(bits_per_char(m, ids, n, s, base=math.e)),
+            lambda m, ids, n, s: load("exercises.a3.heldout_bits_per_char")((m, None), 0),
+        ],
+    ),
+)
 
 
 # ======================================================================================
@@ -601,12 +696,12 @@ class CachedGPT(GPT):
         for t in range(P + num_tokens - 1):
             if self.cached:
                 pos = torch.tensor([t if self.position == "absolute" else 0])
-                x = self.wte(ids[:, t:t + 1]) + self.wpe(pos)                 # (B, 1, C)
+                x = self.wte(ids[:, t : t + 1]) + self.wpe(pos)  # (B, 1, C)
                 for i, block in enumerate(self.blocks):
                     x, caches[i] = self.block_step(block, x, caches[i])
-                logits = self.head(self.ln_f(x))[:, -1]                       # (B, V)
+                logits = self.head(self.ln_f(x))[:, -1]  # (B, V)
             else:
-                logits = self(ids[:, :t + 1])[:, -1]
+                logits = self(ids[:, : t + 1])[:, -1]
             if t >= P - 1:
                 ids = torch.cat([ids, logits.argmax(-1, keepdim=True)], dim=1)
         return ids if self.keep_prompt else ids[:, P:]
@@ -654,18 +749,29 @@ def _generate_cases(g):
     return cases
 
 
-register("check_a3_generate_cached", Reference(
-    seed=38, cases=_generate_cases, solution=CachedGPT,
-    mistakes=[_cached(cached=False), _cached(position="zero"), _cached(keep_prompt=False),
-              _cached(grow=False)],
-    shortcuts=[_DecodingGPT, _SdpaCachedGPT]))
+register(
+    "check_a3_generate_cached",
+    Reference(
+        seed=38,
+        cases=_generate_cases,
+        solution=CachedGPT,
+        mistakes=[
+            _cached(cached=False),
+            _cached(position="zero"),
+            _cached(keep_prompt=False),
+            _cached(grow=False),
+        ],
+        shortcuts=[_DecodingGPT, _SdpaCachedGPT],
+    ),
+)
 
 
 # ======================================================================================
 # Part 6: nucleus sampling
 # ======================================================================================
-def sample_top_p(logits, temperature, top_p, generator, keep="before", order="vocabulary",
-                 first="temperature"):
+def sample_top_p(
+    logits, temperature, top_p, generator, keep="before", order="vocabulary", first="temperature"
+):
     """The reference; the keywords are the typical mistakes."""
     if temperature == 0:
         return logits.argmax(-1)
@@ -673,7 +779,7 @@ def sample_top_p(logits, temperature, top_p, generator, keep="before", order="vo
         probs = torch.softmax(logits / temperature, -1)
     else:
         probs = torch.softmax(logits, -1)
-    sorted_p, order_ids = probs.sort(-1, descending=True)                     # (B, V)
+    sorted_p, order_ids = probs.sort(-1, descending=True)  # (B, V)
     mass = sorted_p.cumsum(-1)
     keep_sorted = (mass - sorted_p < top_p) if keep == "before" else (mass <= top_p)
     if first != "temperature":
@@ -705,14 +811,26 @@ def _sampling_cases(g):
     ]
 
 
-register("check_a3_sample_top_p", Reference(
-    seed=39, cases=_sampling_cases, solution=sample_top_p,
-    mistakes=[lambda *a: sample_top_p(*a, keep="within"), lambda *a: sample_top_p(*a, order="sorted"),
-              lambda *a: sample_top_p(*a, first="filter"), _no_zero_case],
-    shortcuts=[lambda lg, t, p, g: load("decoding.sample_next")(lg, t, top_p=p, generator=g),
-               lambda lg, t, p, g: torch.multinomial(
-                   torch.softmax(load("decoding.top_p_filter")(lg / t, p), -1), 1, generator=g
-               ).squeeze(-1)]))
+register(
+    "check_a3_sample_top_p",
+    Reference(
+        seed=39,
+        cases=_sampling_cases,
+        solution=sample_top_p,
+        mistakes=[
+            lambda *a: sample_top_p(*a, keep="within"),
+            lambda *a: sample_top_p(*a, order="sorted"),
+            lambda *a: sample_top_p(*a, first="filter"),
+            _no_zero_case,
+        ],
+        shortcuts=[
+            lambda lg, t, p, g: load("decoding.sample_next")(lg, t, top_p=p, generator=g),
+            lambda lg, t, p, g: torch.multinomial(
+                torch.softmax(load("decoding.top_p_filter")(lg / t, p), -1), 1, generator=g
+            ).squeeze(-1),
+        ],
+    ),
+)
 
 
 # ======================================================================================
@@ -739,7 +857,7 @@ def train_reference(seed: int | None = None, steps: int = STEPS, vocab_size: int
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, MAX_LR, WARMUP, steps, MAX_LR / 10)
         starts = torch.randint(0, len(ids) - BLOCK_SIZE - 1, (BATCH, 1), generator=g)
-        windows = ids[starts + offsets]                                       # (B, T + 1)
+        windows = ids[starts + offsets]  # (B, T + 1)
         train_step(model, optimizer, windows[:, :-1], windows[:, 1:], MAX_NORM)
     return model.eval(), tokenizer
 
