@@ -3,12 +3,12 @@
 Each check raises a TypeError (wrong type) or ValueError (wrong value or shape) whose message
 names the argument, what was expected and what was received, so a learner's mistake is
 reported where it happens instead of surfacing later as a wrong number or a NaN.
-The modules the book studies call these; none of them has to be read to follow a chapter.
+The modules the book studies call these once, where a learner calls in (a model's forward, a
+public function); the layers inside run unchecked. None of them has to be read to follow a chapter.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
 
@@ -264,28 +264,50 @@ def check_key_length(name, x, max_len):
         )
 
 
-def additive_mask(mask, scores):
-    """Check `mask` against `scores` and return it as a float mask (0 / -inf for bool)."""
+def check_mask(name, mask, scores_shape):
+    """mask, if given, must be a bool (True = allowed) or float tensor that broadcasts to the
+    scores' shape (..., T_q, T_k) without adding dims."""
+    if mask is None:
+        return
     if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"mask must be a bool or float torch.Tensor, got {type(mask).__name__}")
+        raise TypeError(f"{name} must be a bool or float torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise TypeError(
-            f"mask must be bool (True = allowed) or floating-point (added to the scores), "
+            f"{name} must be bool (True = allowed) or floating-point (added to the scores), "
             f"got dtype {mask.dtype}"
         )
     try:
-        fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
+        fits = torch.broadcast_shapes(mask.shape, scores_shape) == tuple(scores_shape)
     except RuntimeError:
         fits = False
     if not fits:
         raise ValueError(
-            f"mask of shape {shape_of(mask)} does not broadcast to the scores' shape "
-            f"{shape_of(scores)} (..., T_q, T_k)"
+            f"{name} of shape {shape_of(mask)} does not broadcast to the scores' shape "
+            f"{tuple(scores_shape)} (..., T_q, T_k)"
         )
-    if mask.dtype == torch.bool:
-        zeros = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
-        return zeros.masked_fill(~mask, -math.inf)
-    return mask.to(scores.dtype)
+
+
+def check_attention_inputs(query, key, value, d_model):
+    """Multi-head attention's inputs: query (B, T, d_model), key and value (B, S, d_model)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
+            raise ValueError(f"{name} must be (B, T, d_model={d_model}), got shape {shape_of(x)}")
+    if key.shape[:2] != value.shape[:2]:
+        raise ValueError(f"key and value need the same (B, S), got {tuple(key.shape)} "
+                         f"and {tuple(value.shape)}")
+    if query.shape[0] != key.shape[0]:
+        raise ValueError(f"query and key need the same batch size, got {tuple(query.shape)} "
+                         f"and {tuple(key.shape)}")
+
+
+def check_decoder_inputs(x, memory, d_model):
+    """A decoder's inputs: x (B, T, d_model) and the encoder's memory (B, S, d_model)."""
+    for name, states in (("x", x), ("memory", memory)):
+        if not isinstance(states, torch.Tensor) or states.dim() != 3 or states.shape[-1] != d_model:
+            raise ValueError(f"{name} must be (B, T, d_model={d_model}), got shape {shape_of(states)}")
+    if x.shape[0] != memory.shape[0]:
+        raise ValueError(f"x of shape {shape_of(x)} and memory of shape {shape_of(memory)} "
+                         f"need the same batch size B")
 
 
 def check_mask_lengths(lengths, max_len):

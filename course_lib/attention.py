@@ -15,6 +15,11 @@ Shapes: queries are (..., T_q, d), keys (..., T_k, d), values (..., T_k, d_v),
 where "..." is any number of leading batch dimensions (none, (B,), (B, h), ...)
 that broadcast against each other.
 
+Input checks: each public function checks its inputs once and names the argument
+that is wrong. Inside, the library's models (multi-head attention, the Transformer,
+the seq2seq decoders) check their own inputs once where a learner calls in and run
+the unchecked `_masked_softmax`, the same arithmetic as `masked_softmax`.
+
 Mask convention (the same as torch.nn.functional.scaled_dot_product_attention):
 a boolean mask is True where attention is ALLOWED; a float mask is ADDED to the
 scores (0 = allowed, -inf = blocked). A mask broadcasts to the scores' shape
@@ -28,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import (additive_mask, check_attention_tensor, check_int, check_key_length, check_last_dim,
+from ._checks import (check_attention_tensor, check_int, check_key_length, check_last_dim, check_mask,
                       check_mask_lengths, check_query_key, check_query_key_value, check_scores_values,
                       shape_of)
 
@@ -76,7 +81,7 @@ def scaled_dot_score(q, k):
     d_k = q.shape[-1]
     # (q / sqrt(d_k)) k^T: the same numbers as dot_score(q, k) / sqrt(d_k), but
     # dividing the (T_q, d_k) queries is cheaper than dividing the (T_q, T_k) scores.
-    return dot_score(q / math.sqrt(d_k), k)  # (..., T_q, T_k)
+    return (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., T_q, T_k)
 
 
 def cosine_score(q, k, scale=1.0, eps=1e-8):
@@ -249,9 +254,22 @@ def masked_softmax(scores, mask=None):
     scores: (..., T_q, T_k), mask: broadcastable to (..., T_q, T_k)  ->  weights: (..., T_q, T_k)
     """
     check_attention_tensor("scores", scores)
+    check_mask("mask", mask, scores.shape)
+    return _masked_softmax(scores, mask)
+
+
+def _masked_softmax(scores, mask=None):
+    """`masked_softmax` without the input checks (its callers have checked their inputs).
+
+        weights_ij = exp(s_ij + m_ij) / sum_j' exp(s_ij' + m_ij'),  m_ij = 0 (allowed) or -inf
+    """
     if mask is None:
         return torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
-    mask = additive_mask(mask, scores)  # 0 where allowed, -inf where blocked
+    if mask.dtype == torch.bool:  # True = allowed -> 0, False = blocked -> -inf
+        zeros = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
+        mask = zeros.masked_fill(~mask, -math.inf)
+    else:
+        mask = mask.to(scores.dtype)  # a float mask is added as is
     has_key = (mask > -math.inf).any(dim=-1, keepdim=True)  # (..., T_q, 1): any allowed key?
     scores = (scores + mask).masked_fill(~has_key, 0.0)  # empty rows: avoid softmax(-inf, ..., -inf)
     weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
@@ -268,7 +286,8 @@ def attend(scores, values, mask=None):
         ->  context: (..., T_q, d_v), weights: (..., T_q, T_k)
     """
     check_scores_values(scores, values)
-    weights = masked_softmax(scores, mask)  # (..., T_q, T_k)
+    check_mask("mask", mask, scores.shape)
+    weights = _masked_softmax(scores, mask)  # (..., T_q, T_k)
     context = weights @ values  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
     return context, weights
 
@@ -288,8 +307,10 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         ->  out: (..., T_q, d_v), weights: (..., T_q, T_k)
     """
     check_query_key_value(q, k, v)
-    scores = scaled_dot_score(q, k)  # (..., T_q, T_k)
-    return attend(scores, v, mask)  # (..., T_q, d_v), (..., T_q, T_k)
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # 1. scaled scores: (..., T_q, T_k)
+    check_mask("mask", mask, scores.shape)
+    weights = _masked_softmax(scores, mask)  # 2. softmax over the allowed keys: (..., T_q, T_k)
+    return weights @ v, weights  # 3. average of the values: (..., T_q, d_v), (..., T_q, T_k)
 
 
 # ---------------------------------------------------------------------------

@@ -19,14 +19,15 @@ a causal mask (T, S).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import check_bool, check_divisible, check_prob, shape_of
-from .attention import masked_softmax, scaled_dot_score
+from ._checks import check_attention_inputs, check_bool, check_divisible, check_mask, check_prob
+from .attention import _masked_softmax
 
 __all__ = ["MultiHeadAttention", "KVCache", "split_heads", "merge_heads"]
 
@@ -53,6 +54,8 @@ class MultiHeadAttention(nn.Module):
 
     Self-attention passes the same tensor three times; cross-attention passes the
     decoder states as `query` and the encoder states as `key` and `value`.
+    `forward` checks its inputs and runs `_forward`, which the Transformer's layers call
+    directly (they check their own inputs once).
     """
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
@@ -86,25 +89,20 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query, key, value, mask=None, cache=None):
         """cache: a KVCache holding the keys and values of earlier positions (self-attention
         during generation): the new ones are appended to it, and the queries attend to all."""
-        self._check_inputs(query, key, value)
+        check_attention_inputs(query, key, value, self.d_model)
+        S = key.shape[1] + (len(cache) if cache is not None else 0)          # keys after the cache
+        check_mask("mask", mask, (query.shape[0], self.num_heads, query.shape[1], S))
+        return self._forward(query, key, value, mask, cache)
+
+    def _forward(self, query, key, value, mask=None, cache=None):
+        """softmax(Q K^T / sqrt(d_k) + M) V per head, then W^O (the inputs are not checked)."""
         q, k, v = self.project(query, key, value)
         if cache is not None:
             k, v = cache.extend(k, v)                        # (B, h, S_past + S, d_k)
-        scores = scaled_dot_score(q, k)                      # (B, h, T, S)
-        weights = masked_softmax(scores, mask)               # (B, h, T, S)
+        scores = (q / math.sqrt(self.d_k)) @ k.transpose(-2, -1)   # (B, h, T, S)
+        weights = _masked_softmax(scores, mask)              # (B, h, T, S)
         heads = self.dropout(weights) @ v                    # (B, h, T, d_k)
         return self.out_proj(merge_heads(heads)), weights    # (B, T, d_model), (B, h, T, S)
-
-    def _check_inputs(self, query, key, value):
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got shape {shape_of(x)}")
-        if key.shape[:2] != value.shape[:2]:
-            raise ValueError(f"key and value need the same (B, S), got {tuple(key.shape)} "
-                             f"and {tuple(value.shape)}")
-        if query.shape[0] != key.shape[0]:
-            raise ValueError(f"query and key need the same batch size, got {tuple(query.shape)} "
-                             f"and {tuple(key.shape)}")
 
     def extra_repr(self):
         return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}"

@@ -28,6 +28,9 @@ attention layer keeps its last weights (detached) so that any layer and head can
 inspected after a forward pass: `EncoderLayer.last_weights`,
 `DecoderLayer.last_self_weights` / `last_cross_weights`, each (B, h, T_q, T_k),
 collected by `Transformer.attention_weights()`.
+
+Input checks run once, where a learner calls in (`forward`, `start`; `step` reads the model's own
+tokens); inside, stacks and layers call unchecked `_forward`s.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import decoding
-from ._checks import (check_bool, check_choice, check_divisible, check_ids, check_int, check_prob,
-                      check_same_batch, check_states)
-from .attention import causal_mask, padding_mask_from_tokens
+from ._checks import (check_bool, check_choice, check_decoder_inputs, check_divisible, check_ids, check_int,
+                      check_mask, check_prob, check_same_batch, check_states)
+from .attention import padding_mask_from_tokens
 from .multihead import MultiHeadAttention
 from .positional import SinusoidalPositionalEncoding
 
@@ -116,6 +119,12 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x, mask=None, cache=None):
         check_states("x", x, self.d_model)
+        T, S = x.shape[1], x.shape[1] + (len(cache) if cache is not None else 0)
+        check_mask("mask", mask, (x.shape[0], self.self_attn.num_heads, T, S))
+        return self._forward(x, mask, cache)
+
+    def _forward(self, x, mask=None, cache=None):
+        """The layer's arithmetic, inputs unchecked (`forward` checks them; `Encoder` calls this)."""
         if self.norm_first:
             x = x + self._self_attention(self.norm1(x), mask, cache)
             x = x + self._feed_forward(self.norm2(x))
@@ -125,7 +134,7 @@ class EncoderLayer(nn.Module):
         return x                                                   # (B, T, d_model)
 
     def _self_attention(self, x, mask, cache):
-        out, weights = self.self_attn(x, x, x, mask, cache)        # (B, T, d), (B, h, T, T)
+        out, weights = self.self_attn._forward(x, x, x, mask, cache)   # (B, T, d), (B, h, T, T)
         self.last_weights = weights.detach()
         return self.dropout1(out)
 
@@ -169,9 +178,11 @@ class DecoderLayer(nn.Module):
         self.last_self_weights = self.last_cross_weights = None
 
     def forward(self, x, memory, self_mask=None, memory_mask=None):
-        check_states("x", x, self.d_model)
-        check_states("memory", memory, self.d_model)
-        check_same_batch("x", x, "memory", memory)
+        _check_decoder_inputs(self, x, memory, self_mask, memory_mask)
+        return self._forward(x, memory, self_mask, memory_mask)
+
+    def _forward(self, x, memory, self_mask=None, memory_mask=None):
+        """The layer's arithmetic, inputs unchecked (`forward` checks them; `Decoder` calls this)."""
         if self.norm_first:
             x = x + self._self_attention(self.norm1(x), self_mask)
             x = x + self._cross_attention(self.norm2(x), memory, memory_mask)
@@ -183,12 +194,12 @@ class DecoderLayer(nn.Module):
         return x                                                       # (B, T, d_model)
 
     def _self_attention(self, x, mask):
-        out, weights = self.self_attn(x, x, x, mask)                   # (B, h, T, T)
+        out, weights = self.self_attn._forward(x, x, x, mask)          # (B, h, T, T)
         self.last_self_weights = weights.detach()
         return self.dropout1(out)
 
     def _cross_attention(self, x, memory, mask):
-        out, weights = self.multihead_attn(x, memory, memory, mask)    # queries x; keys, values memory
+        out, weights = self.multihead_attn._forward(x, memory, memory, mask)  # queries x; keys, values memory
         self.last_cross_weights = weights.detach()                     # (B, h, T, S)
         return self.dropout2(out)
 
@@ -220,8 +231,13 @@ class Encoder(nn.Module):
         self.norm = _final_norm(d_model, final_norm, layer_kwargs)
 
     def forward(self, x, mask=None):
+        check_states("x", x, self.layers[0].d_model)
+        check_mask("mask", mask, (x.shape[0], self.layers[0].self_attn.num_heads, x.shape[1], x.shape[1]))
+        return self._forward(x, mask)
+
+    def _forward(self, x, mask=None):
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer._forward(x, mask)                                 # (B, S, d_model)
         return self.norm(x) if self.norm is not None else x
 
 
@@ -240,8 +256,12 @@ class Decoder(nn.Module):
         self.norm = _final_norm(d_model, final_norm, layer_kwargs)
 
     def forward(self, x, memory, self_mask=None, memory_mask=None):
+        _check_decoder_inputs(self.layers[0], x, memory, self_mask, memory_mask)
+        return self._forward(x, memory, self_mask, memory_mask)
+
+    def _forward(self, x, memory, self_mask=None, memory_mask=None):
         for layer in self.layers:
-            x = layer(x, memory, self_mask, memory_mask)
+            x = layer._forward(x, memory, self_mask, memory_mask)      # (B, T, d_model)
         return self.norm(x) if self.norm is not None else x
 
 
@@ -317,7 +337,6 @@ class Transformer(nn.Module):
 
     def embed(self, embedding, tokens):
         """PE(Embedding(tokens) * sqrt(d_model)): (B, T) -> (B, T, d_model)."""
-        check_ids("tokens", tokens, embedding.num_embeddings, self.max_len)
         return self.positional(embedding(tokens) * math.sqrt(self.d_model))
 
     def src_mask(self, src):
@@ -325,21 +344,23 @@ class Transformer(nn.Module):
         return padding_mask_from_tokens(src, self.pad_id)
 
     def encode(self, src):
-        """src (B, S) -> memory (B, S, d_model)."""
-        return self.encoder(self.embed(self.src_embed, src), self.src_mask(src))
+        """src (B, S) -> memory (B, S, d_model) (src unchecked: `forward` and `start` check it)."""
+        return self.encoder._forward(self.embed(self.src_embed, src), self.src_mask(src))
 
     def decode(self, tgt_in, memory, src):
         """tgt_in (B, T), memory (B, S, d_model), src (B, S) for its mask -> logits (B, T, V)."""
         T = tgt_in.shape[1]
         y = self.embed(self.tgt_embed, tgt_in)                                    # (B, T, d)
-        h = self.decoder(y, memory, causal_mask(T, device=tgt_in.device), self.src_mask(src))
+        causal = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).tril()  # causal_mask(T)
+        h = self.decoder._forward(y, memory, causal, self.src_mask(src))          # (B, T, d)
         return self.out(h)                                                        # (B, T, V)
 
     def forward(self, src, tgt_in):
         check_ids("src", src, self.src_embed.num_embeddings, self.max_len)
         check_ids("tgt_in", tgt_in, self.tgt_embed.num_embeddings, self.max_len)
         check_same_batch("src", src, "tgt_in", tgt_in)
-        return self.decode(tgt_in, self.encode(src), src)
+        memory = self.encode(src)                     # Encoder(PE(Embed(src) * sqrt(d))): (B, S, d)
+        return self.decode(tgt_in, memory, src)       # Decoder(..., memory) W_out: (B, T, V)
 
     def start(self, src):
         """Encode the source once; the decoder's prefix starts empty."""
@@ -413,6 +434,13 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty
 # Input checks
 # ---------------------------------------------------------------------------
 
+def _check_decoder_inputs(layer, x, memory, self_mask, memory_mask):
+    check_decoder_inputs(x, memory, layer.d_model)
+    (B, T, _), S, h = x.shape, memory.shape[1], layer.self_attn.num_heads
+    check_mask("self_mask", self_mask, (B, h, T, T))
+    check_mask("memory_mask", memory_mask, (B, h, T, S))
+
+
 def _check_layer_args(d_model, num_heads, d_ff, dropout, norm_first, bias):
     check_divisible(d_model, num_heads)
     check_int("d_ff", d_ff)
@@ -420,11 +448,3 @@ def _check_layer_args(d_model, num_heads, d_ff, dropout, norm_first, bias):
     check_bool("norm_first", norm_first)
     check_bool("bias", bias)
 
-
-def __getattr__(name):
-    """`transformer.GPT` (the name DESIGN.md gives it) is the decoder-only model of `course_lib.gpt`,
-    built from this module's layers; imported on first use to avoid a circular import."""
-    if name == "GPT":
-        from .gpt import GPT
-        return GPT
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
