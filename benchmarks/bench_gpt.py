@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from common import SweepSpec, record
 
-from course_lib import data, recipes, train
+from course_lib import data, train
 from course_lib.charlm import CharLM
 from course_lib.gpt import GPT, GPTConfig, known_word_share
 
@@ -96,8 +96,8 @@ def capstone_run(point, seed, config):
     corpus = data.char_corpus()
     torch.manual_seed(seed)
     model = build("gpt", len(corpus.vocab), tie_weights=point["tie_weights"])
-    recipe = dataclasses.replace(recipes.GPT_RECIPE, lr=point["lr"])
-    history = recipes.train_lm(
+    recipe = dataclasses.replace(train.GPT_RECIPE, lr=point["lr"])
+    history = train.train_lm(
         model,
         corpus,
         point["steps"],
@@ -144,7 +144,7 @@ SWEEPS = {
         margins={"tying": 0.02, "sampling": 0.03},
         records=[("bpc", "capstone_gpt_heldout_bpc/tie_weights={tie_weights}/lr={lr}")],
         description="Chapter 10's GPT (nanoGPT's baby GPT: 4 blocks, 4 heads, width 128, context 64, "
-        "no biases) trained for the page's 1750 steps on two torch threads with recipes.GPT_RECIPE "
+        "no biases) trained for the page's 1750 steps on two torch threads with train.GPT_RECIPE "
         "(AdamW, betas 0.9/0.99, "
         "weight decay 0.1 on the matrices, 100 warm-up steps, cosine decay to 1e-4, batches of 12 "
         "windows of 64), with its output layer tied to the token embedding (nanoGPT, GPT-2) or "
@@ -232,14 +232,14 @@ def race_run(point, seed, config):
         return results[f"val_bpc_{step}"]
 
     recipe = dataclasses.replace(
-        recipes.GPT_RECIPE,
+        train.GPT_RECIPE,
         batch_size=config["tokens_per_step"] // context,
         seq_len=context,
         lr=point["lr"],
         min_lr=point["lr"] * config.get("lr_end_fraction", 1.0),
         warmup=config["warmup"],
     )  # cosine to lr (the race sweeps): constant
-    recipes.train_lm(
+    train.train_lm(
         model,
         corpus,
         config["steps"],
@@ -516,7 +516,7 @@ def step_time_run(point, seed, config):
 
     def steps(name, n):
         for _ in range(n):
-            loss = recipes.lm_loss(models[name], data.lm_batch(corpus.train, B, context, g))
+            loss = train.lm_loss(models[name], data.lm_batch(corpus.train, B, context, g))
             optimizers[name].zero_grad()
             loss.backward()
             optimizers[name].step()
@@ -583,7 +583,7 @@ def capstone_headlines(args):
     """The capstone GPT's held-out bits per character (the tied model at its best learning rate
     on validation; 3 seeds; goal <= 2.0 with each seed's training <= 120 s on two cores), read
     from the committed sweep: nothing is trained here."""
-    from course_lib.evidence import load_sweep
+    from course_lib.pages.sweeps import load_sweep
 
     sweep = load_sweep("gpt_capstone")
     tied = sweep.select(tie_weights=True, steps=STEPS)

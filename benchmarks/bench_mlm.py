@@ -1,6 +1,6 @@
 """The masked language model of chapter 10 (BERT-style, `course_lib.mlm`) as a committed sweep.
 
-The model has the capstone GPT's shape; it is trained by `recipes.train_mlm` on the same corpus and
+The model has the capstone GPT's shape; it is trained by `mlm.train_mlm` on the same corpus and
 tested on a fixed held-out set: the first 256 windows of 64 characters of the validation text
 with 15 % of their positions masked. The two count baselines need no seeds: they are printed by
 the chapter, and recorded here beside the model for the README table.
@@ -11,7 +11,7 @@ import dataclasses
 import torch
 from common import SweepSpec, record
 
-from course_lib import data, mlm, recipes
+from course_lib import data, mlm, train
 
 SHAPE = {"d_model": 128, "num_heads": 4, "num_layers": 4, "d_ff": 512, "max_len": 64}
 
@@ -24,11 +24,11 @@ def mlm_run(point, seed, config):
     x, inputs, targets = mlm.heldout_masked(corpus.val, 64, 256, mask_id=V)
     torch.manual_seed(seed)
     model = mlm.MaskedLM(V, **SHAPE)
-    recipes.train_mlm(
+    mlm.train_mlm(
         model,
         corpus,
         point["steps"],
-        dataclasses.replace(recipes.GPT_RECIPE, batch_size=config["batch_size"], lr=config["lr"]),
+        dataclasses.replace(train.GPT_RECIPE, batch_size=config["batch_size"], lr=config["lr"]),
         rate=point["rate"],
         seed=seed,
         progress=False,
@@ -69,7 +69,7 @@ SWEEPS = {
         },
         margins={"above_count_model": 0.1},
         records=[("accuracy", "mlm_masked_accuracy/{steps}")],
-        description="Trained with recipes.train_mlm (40 % of the positions chosen, BERT's 80/10/10 "
+        description="Trained with mlm.train_mlm (40 % of the positions chosen, BERT's 80/10/10 "
         "corruption; AdamW 3e-3 with warm-up and cosine decay; batches of 32 windows of 64 "
         "characters), tested on 256 held-out windows with 15 % of the positions masked. fill_i: the "
         "model's most likely character (its id in the corpus vocabulary) at the i-th of eight gaps "
@@ -85,7 +85,7 @@ def mlm_headline(args):
     """mlm_masked_accuracy: the masked LM's held-out masked-token accuracy at the sweep's longest
     budget (mean of 3 seeds, read from the committed sweep: nothing is trained here); baseline:
     the count model that reads both neighbours."""
-    from course_lib.evidence import load_sweep
+    from course_lib.pages.sweeps import load_sweep
 
     sweep = load_sweep("mlm_capstone")
     point = max(sweep.points, key=lambda p: p["steps"])

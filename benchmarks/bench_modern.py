@@ -21,7 +21,7 @@ race_long_points: the rule, declared now, that picks the runs at twice the budge
 One run function (`decoder_run`) serves all the training sweeps: a model from `decoder` (GPT-2's
 block, with one module of llama.py swapped in, or course_lib.llama.Llama: `ablation_run`) or
 from `race_model` (the GPT of course_lib.gpt, the Llama, chapter 10's LSTM: `race_tokens_run`),
-trained by recipes.train_lm with GPT_RECIPE's AdamW, warm-up and cosine decay to
+trained by train.train_lm with GPT_RECIPE's AdamW, warm-up and cosine decay to
 lr_end_fraction * lr (nanoGPT's min_lr = lr / 10, as chapter 10's annealed race_run),
 scored by bpe.bits_per_char on the tokens of bench_tokens.token_corpus. Chapter 10's race_run is
 not called: it reads characters only and builds only chapter 10's two models without dropout.
@@ -37,7 +37,7 @@ from bench_gpt import LSTM_SHAPE, buckets, loss_by_position
 from bench_tokens import token_corpus
 from common import SweepSpec
 
-from course_lib import bpe, llama, recipes, train
+from course_lib import bpe, llama, train
 from course_lib.charlm import CharLM
 from course_lib.gpt import GPT, GPTConfig
 from course_lib.llama import Llama, LlamaConfig
@@ -232,7 +232,7 @@ def decoder_run(point, seed, config, make):
     torch.manual_seed(seed)
     model = make(point["model"], vocab_size, context, point.get("dropout", 0.0))
     recipe = dataclasses.replace(
-        recipes.GPT_RECIPE,
+        train.GPT_RECIPE,
         batch_size=config["tokens_per_step"] // context,
         seq_len=context,
         lr=point["lr"],
@@ -240,7 +240,7 @@ def decoder_run(point, seed, config, make):
         warmup=config["warmup"],
     )
     start = time.process_time()  # CPU seconds: other processes do not count
-    history = recipes.train_lm(
+    history = train.train_lm(
         model,
         corpus,
         steps,
@@ -383,7 +383,7 @@ PLANNED = {
         "zero and gpt.py's initialisation, so that it is the only difference (bench_modern.decoder). "
         "SwiGLU's width 2/3 * 4C keeps the MLP's parameters (llama.swiglu_hidden); grouped-query "
         "attention and the missing position table remove parameters (recorded: params). Trained by "
-        "recipes.train_lm: GPT_RECIPE (AdamW, betas 0.9/0.99, weight decay 0.1 on the matrices, 100 "
+        "train.train_lm: GPT_RECIPE (AdamW, betas 0.9/0.99, weight decay 0.1 on the matrices, 100 "
         "warm-up steps, clipping 1), batches of 12 windows of 64 tokens, a cosine decay to lr / 10, "
         "1352 steps (chapter 11's 1350 to a multiple of 8), no dropout. Bits per character "
         "(bpe.bits_per_char) on the validation text at every eighth of the run and on the test text "
@@ -432,7 +432,7 @@ def gqa_cache_run(point, seed, config):
     def train_steps(kv):
         models[kv].train()
         for _ in range(config["train_steps"]):
-            loss = recipes.lm_loss(models[kv], (ids[:, :-1], ids[:, 1:]))
+            loss = train.lm_loss(models[kv], (ids[:, :-1], ids[:, 1:]))
             optimizers[kv].zero_grad()
             loss.backward()
             optimizers[kv].step()
@@ -504,7 +504,7 @@ RACE_DESCRIPTION = (
     "weights and each residual branch; the LSTM: bench_modern.DropoutLSTM, on the embeddings, "
     "between the layers and before the read-out, as Zaremba et al. 2014) and three peak learning "
     "rates a factor of 2 apart (GPT and modern 0.001, 0.002, 0.004; LSTM 0.0025, 0.005, 0.01: "
-    "chapter 10's grids, re-chosen for the cosine schedule). Trained by recipes.train_lm with "
+    "chapter 10's grids, re-chosen for the cosine schedule). Trained by train.train_lm with "
     "GPT_RECIPE (AdamW, betas 0.9/0.99, weight decay 0.1 on the matrices, clipping 1), 100 warm-up "
     "steps, then a cosine decay to lr / 10 (nanoGPT's min_lr, chapter 10's annealed runs), batches "
     "of 12 windows of 64 tokens, for a budget that reads the training text 22 times (chapter 10's "

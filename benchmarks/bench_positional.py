@@ -11,14 +11,14 @@
                                the keys more than 15 positions back hidden
     position_from_mask         no positional code: does a causal mask alone tell positions apart?
 
-The chapter runs the same functions (course_lib.positional_experiments) with seed 0 and checks
+The chapter runs the same functions (course_lib.pages.positional_experiments) with seed 0 and checks
 that its runs reproduce the sweeps' (check_live).
 """
 
 import torch
 from common import SweepSpec
 
-from course_lib.positional_experiments import (
+from course_lib.pages.positional_experiments import (
     POSITION_SCHEMES,
     SETTINGS,
     TEST_LEN,

@@ -3,8 +3,8 @@
     python benchmarks/run.py --only lstm_vs_torch   # the timing benchmark
     python benchmarks/sweep.py charlm_equal_params  # RNN vs GRU vs LSTM language models
 
-charlm_equal_params: the three character-level language models of chapter 2 (course_lib.recipes:
-train_char_lm with recipes.CHAR_LM_RECIPE) at about the same number of parameters, the gated
+charlm_equal_params: the three character-level language models of chapter 2 (course_lib.charlm:
+train_char_lm with charlm.CHAR_LM_RECIPE) at about the same number of parameters, the gated
 cells with and without their gate bias, 3 seeds each, the same numbers of steps, one learning
 rate; validation and test bits per character every 300 steps. One torch thread per run.
 """
@@ -105,7 +105,7 @@ def _corpus():
 
 
 def charlm_run(point, seed, config):
-    """One language model of chapter 2 (recipes.train_char_lm) with the point's cell, hidden size
+    """One language model of chapter 2 (charlm.train_char_lm) with the point's cell, hidden size
     and memory-gate bias (gate_bias: the LSTM's forget bias or the GRU's update bias; None keeps
     torch's initialisation), trained for config["steps"]: held-out bits per character on the
     whole validation and test pieces every config["eval_every"] steps (val_bpc_<step>,
@@ -113,8 +113,8 @@ def charlm_run(point, seed, config):
     at step 300 is that of a 300-step run."""
     import math
 
-    from course_lib.recipes import LMRecipe, train_char_lm
-    from course_lib.train import lm_heldout_loss
+    from course_lib.charlm import train_char_lm
+    from course_lib.train import LMRecipe, lm_heldout_loss
 
     corpus = _corpus()
 
@@ -145,7 +145,7 @@ def charlm_run(point, seed, config):
 def _charlm_points():
     """The recipe's three cells (GRU and LSTM with gate bias 1), and the GRU and the LSTM with
     torch's initialisation as well (gate_bias None): the initialisation's share, measured."""
-    from course_lib.recipes import CHAR_LM_RECIPE as r
+    from course_lib.charlm import CHAR_LM_RECIPE as r
 
     points = []
     for cell, options in r["cells"].items():
@@ -157,7 +157,7 @@ def _charlm_points():
 
 
 def _charlm_config():
-    from course_lib.recipes import CHAR_LM_RECIPE as r
+    from course_lib.charlm import CHAR_LM_RECIPE as r
 
     return {
         "steps": max(r["budgets"]),
@@ -193,7 +193,7 @@ SWEEPS = {
         description="CharLM (embedding 32, one recurrent layer, read-out) at about 99.7k parameters: "
         "RNN 249 units, GRU 148, LSTM 128; the GRU's update-gate bias and the LSTM's forget-gate "
         "bias at torch's initialisation (gate_bias None) or at 1 (the chapter's recommendation). "
-        "Trained by recipes.train_char_lm: Adam at a constant learning rate 0.01 (not tuned per "
+        "Trained by charlm.train_char_lm: Adam at a constant learning rate 0.01 (not tuned per "
         "cell), batches of 32 random windows of 64 characters, gradients clipped to norm 1. "
         "3 seeds per point, 1500 steps; bits per character on the whole validation and test "
         "pieces every 300 steps. Margins: bpc, a difference a reader would notice (0.05 bits, worst seed "
@@ -231,11 +231,11 @@ _SEGMENTER = {"steps": 1000, "eval_every": 100, "lr": 1e-2, "hidden": {"bidirect
 
 
 def segmenter_run(point, seed, config):
-    """One segmenter of chapter 2 (course_lib.rnn_experiments.train_segmenter): two stacked GRU
+    """One segmenter of chapter 2 (course_lib.pages.rnn_experiments.train_segmenter): two stacked GRU
     layers read the text without its spaces and say after which characters a space stood.
     Validation error and bits every config["eval_every"] steps (val_error_<step>,
     val_bits_<step>), test scores at the end, and the number of parameters."""
-    from course_lib.rnn_experiments import segmentation_scores, train_segmenter, unspaced
+    from course_lib.pages.rnn_experiments import segmentation_scores, train_segmenter, unspaced
 
     corpus = _corpus()
     direction = point["direction"]
@@ -281,7 +281,7 @@ SWEEPS["charlm_segmenter"] = SweepSpec(
     },
     records=[("test_error", "charlm_segmenter_test_error/{direction}")],
     description="The text of chapter 2 with its spaces removed; a model of two stacked GRU layers "
-    "(course_lib.rnn_experiments.Segmenter) says after which characters a space stood. "
+    "(course_lib.pages.rnn_experiments.Segmenter) says after which characters a space stood. "
     "Bidirectional (32 units per direction) or forward only (52 units: about the same "
     "number of parameters); Adam at 0.01, batches of 32 windows of 32 characters, "
     "gradients clipped to norm 1; 3 seeds, 1000 steps, validation scores every 100 steps.",

@@ -1,15 +1,16 @@
 """Seq2seq with and without attention: the headline numbers of chapters 3 and 4.
 
-The same recipe as the notebooks (course_lib.recipes.train_seq2seq: one-cycle Adam, batches
+The same recipe as the notebooks (course_lib.seq2seq_train.train_seq2seq: one-cycle Adam, batches
 grouped by length, seed 0), so the numbers should match the chapters' up to BLAS differences.
 """
 
+import dataclasses
 import time
 
 import torch
 from common import record
 
-from course_lib import data, recipes, train
+from course_lib import data, seq2seq_train, train
 from course_lib import seq2seq as S
 
 
@@ -42,7 +43,7 @@ def dates_attention_exact_match(args):
         len(src), len(tgt), attention="luong", score="concat", hidden_size=64, embed_size=32
     )
     start = time.perf_counter()
-    recipes.train_seq2seq(model, train_pairs, src, tgt, 400, progress=False)
+    seq2seq_train.train_seq2seq(model, train_pairs, src, tgt, 400, progress=False)
     seconds = time.perf_counter() - start
     result = S.evaluate(model, test_pairs, src, tgt)
     return [
@@ -73,7 +74,7 @@ def threads_tiny_model(args):
                     bidirectional=True,
                 )
                 start = time.perf_counter()
-                recipes.train_seq2seq(model, train_pairs, src, tgt, 40, progress=False)
+                seq2seq_train.train_seq2seq(model, train_pairs, src, tgt, 40, progress=False)
                 if i:  # the first run warms up
                     runs.append((time.perf_counter() - start) / 40 * 1000)
             ms[threads] = sorted(runs)[1]
@@ -95,7 +96,7 @@ BENCHMARKS = [
 
 from common import SweepSpec  # noqa: E402
 
-from course_lib import alignment as L  # noqa: E402
+from course_lib.pages import alignment as L  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 COPY_LENGTHS = (4, 8, 12, 16, 20, 30, 40)  # trained on 1-20: 30 and 40 are beyond
@@ -117,13 +118,13 @@ def bottleneck_run(point, seed, config):
     model = S.build_model(
         len(vocab), len(vocab), attention=attention, score=score, hidden_size=point["hidden"], embed_size=32
     )
-    recipes.train_seq2seq(
+    seq2seq_train.train_seq2seq(
         model,
         [(flip(s), t) for s, t in pairs],
         vocab,
         vocab,
         point["steps"],
-        lr=config["lr"],
+        dataclasses.replace(seq2seq_train.SEQ2SEQ_RECIPE, lr=config["lr"]),
         seed=seed,
         progress=False,
     )
@@ -345,8 +346,15 @@ def dates_plain_run(point, seed, config):
     model = S.build_model(
         len(src), len(tgt), attention=None, hidden_size=config["hidden"], embed_size=config["embed"]
     )
-    recipes.train_seq2seq(
-        model, train_pairs, src, tgt, point["steps"], lr=config["lr"], seed=seed, progress=False
+    seq2seq_train.train_seq2seq(
+        model,
+        train_pairs,
+        src,
+        tgt,
+        point["steps"],
+        dataclasses.replace(seq2seq_train.SEQ2SEQ_RECIPE, lr=config["lr"]),
+        seed=seed,
+        progress=False,
     )
     out = S.evaluate(model, test_pairs, src, tgt)
     iso = [(s, t) for s, t in test_pairs if s == t]
@@ -432,7 +440,16 @@ def encoders_run(point, seed, config):
         **ENCODERS[point["encoder"]],
     )
     read = [(flip(s), t) for s, t in train_pairs]
-    recipes.train_seq2seq(model, read, src, tgt, point["steps"], lr=config["lr"], seed=seed, progress=False)
+    seq2seq_train.train_seq2seq(
+        model,
+        read,
+        src,
+        tgt,
+        point["steps"],
+        dataclasses.replace(seq2seq_train.SEQ2SEQ_RECIPE, lr=config["lr"]),
+        seed=seed,
+        progress=False,
+    )
     held_out = [(flip(s), t) for s, t in test_pairs]
     out = S.evaluate(model, held_out, src, tgt)
     weights = L.teacher_forced_weights(model, held_out, src, tgt)
@@ -555,13 +572,13 @@ def scores_probe_run(point, seed, config):
             stats = attention_statistics(m, test_pairs[:200], src, tgt)
             probe[f"max_weight_{steps_done[0]}"] = stats["max_weight"]
 
-    recipes.train_seq2seq(
+    seq2seq_train.train_seq2seq(
         model,
         train_pairs,
         src,
         tgt,
         point["steps"],
-        lr=point["lr"],
+        dataclasses.replace(seq2seq_train.SEQ2SEQ_RECIPE, lr=point["lr"]),
         seed=seed,
         progress=False,
         eval_fn=eval_fn,

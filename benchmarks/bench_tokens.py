@@ -6,7 +6,7 @@ sweeps below: tokens_gpt, and tokens_gpt_lr8, which extends its grid of learning
     python benchmarks/sweep.py tokens_gpt_lr8 --jobs 2    # 12 runs, 21 min on 2 cores
 
 Equal steps: the same model body (the capstone's GPTConfig: 4 blocks, 4 heads, width 128,
-context 64 tokens), the same recipe (recipes.GPT_RECIPE: batches of 12 windows of 64 tokens,
+context 64 tokens), the same recipe (train.GPT_RECIPE: batches of 12 windows of 64 tokens,
 AdamW, warm-up and cosine decay) and the same number of steps, so every run reads the same
 number of tokens and does the same work in its blocks (not the same work in all: the output
 layer of a larger vocabulary costs more, +14 % multiply-adds per token at 1024, +29 % at 2048).
@@ -24,7 +24,7 @@ import dataclasses
 import torch
 from common import SweepSpec
 
-from course_lib import bpe, data, recipes, train
+from course_lib import bpe, data, train
 from course_lib.gpt import GPT, GPTConfig
 
 TOKENIZERS = ["chars", "bpe-512", "bpe-1024", "bpe-2048"]
@@ -59,8 +59,8 @@ def tokens_run(point, seed, config):
     context = config["context"]
     torch.manual_seed(seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, block_size=context))
-    recipe = dataclasses.replace(recipes.GPT_RECIPE, lr=point["lr"], seq_len=context)
-    history = recipes.train_lm(
+    recipe = dataclasses.replace(train.GPT_RECIPE, lr=point["lr"], seq_len=context)
+    history = train.train_lm(
         model,
         corpus,
         point["steps"],

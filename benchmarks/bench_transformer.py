@@ -10,9 +10,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from common import record
 
-from course_lib import data, recipes, train
-from course_lib.ablation import without_ffn
+from course_lib import data, train, transformer_train
 from course_lib.attention import causal_mask
+from course_lib.pages.ablation import without_ffn
 from course_lib.transformer import Transformer, TransformerConfig, greedy_decode
 
 
@@ -98,7 +98,7 @@ def transformer_dates_exact_match(args):
     sv = data.Vocab.from_text([s for s, _ in train_pairs])
     tv = data.Vocab.from_text([t for _, t in train_pairs])
     model = Transformer(TransformerConfig(len(sv), len(tv), d_model=64, num_heads=4, d_ff=128, dropout=0.0))
-    history = recipes.train_transformer(model, train_pairs, sv, tv, steps=500, progress=False)
+    history = transformer_train.train_transformer(model, train_pairs, sv, tv, steps=500, progress=False)
     out = greedy_decode(model, data.encode_pairs(test_pairs, sv, tv)["src"], 11, tv.bos_id, tv.eos_id)
     em = train.exact_match([tv.decode(r) for r in out], [t for _, t in test_pairs])
     return [
@@ -156,13 +156,13 @@ def _train_dates(seed, steps, lr, warmup, recipe, dropout=0.0, tied=False, ffn=T
         model.out.weight = model.tgt_embed.weight  # one (V, d_model) matrix, used twice
     if not ffn:
         without_ffn(model)
-    recipe = dataclasses.replace(recipes.TRANSFORMER_RECIPE, lr=lr, warmup=warmup, **recipe)
-    recipes.train_transformer(model, train_pairs, sv, tv, steps, recipe, seed=seed, progress=False)
+    recipe = dataclasses.replace(transformer_train.TRANSFORMER_RECIPE, lr=lr, warmup=warmup, **recipe)
+    transformer_train.train_transformer(model, train_pairs, sv, tv, steps, recipe, seed=seed, progress=False)
     model.eval()
     test = data.encode_pairs(test_pairs, sv, tv)
     with torch.no_grad():
         out = greedy_decode(model, test["src"], 11, tv.bos_id, tv.eos_id)
-        nll = recipes.transformer_loss(
+        nll = transformer_train.transformer_loss(
             model, {k: test[k] for k in ("src", "tgt_in", "tgt_out")}, pad_id=tv.pad_id
         ).item()
     em = train.exact_match([tv.decode(r) for r in out], [t for _, t in test_pairs])
@@ -215,10 +215,10 @@ SWEEPS["paper_recipe_ablation"] = SweepSpec(
 
 
 # ---------------------------------------------------------------------------
-# Chapter 9's further sweeps: one definition with the page (course_lib.transformer_experiments)
+# Chapter 9's further sweeps: one definition with the page (course_lib.pages.transformer_experiments)
 # ---------------------------------------------------------------------------
-from course_lib import transformer_experiments as TX  # noqa: E402
-from course_lib.ablation import zero_head  # noqa: E402
+from course_lib.pages import transformer_experiments as TX  # noqa: E402
+from course_lib.pages.ablation import zero_head  # noqa: E402
 
 
 def ln_init_gradients_run(point, seed, config):
@@ -265,7 +265,7 @@ def paper_recipe_lr_run(point, seed, config):
     for split, pairs in (("val", task.val), ("test", task.test)):
         batch = data.encode_pairs(pairs, task.src_vocab, task.tgt_vocab)
         with torch.no_grad():
-            nll = recipes.transformer_loss(model, batch, pad_id=task.tgt_vocab.pad_id).item()
+            nll = transformer_train.transformer_loss(model, batch, pad_id=task.tgt_vocab.pad_id).item()
         prefix = "" if split == "test" else "val_"
         out[f"{prefix}exact_match"] = TX.exact_match(model, task, pairs)
         out[f"{prefix}nll"] = nll

@@ -65,7 +65,7 @@ def run_task(run, name, point, seed, config, metrics):
     be named "module:qualname" (resolved here, on the worker)."""
     import torch
 
-    from course_lib.evidence import kernel_set
+    from course_lib.pages.sweeps import kernel_set
 
     if isinstance(run, str):
         module, qualname = run.split(":")
@@ -209,7 +209,7 @@ def dashboard(client):
 
 
 def _worker_kernels():
-    from course_lib.evidence import kernel_set
+    from course_lib.pages.sweeps import kernel_set
 
     return kernel_set()
 

@@ -40,7 +40,7 @@ def warm():
     """What a sweep's worker imports before its first run: torch, course_lib, the toy sweep."""
     import toy_sweep  # noqa: F401 (imports torch and common)
 
-    import course_lib.evidence  # noqa: F401
+    import course_lib.pages.sweeps  # noqa: F401
 
     return os.getpid()
 

@@ -49,7 +49,7 @@ import torch  # noqa: E402
 from common import markdown_table, record, sweep_records  # noqa: E402
 from sweep import problems  # noqa: E402
 
-from course_lib.evidence import read_sweep  # noqa: E402
+from course_lib.pages.sweeps import read_sweep  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results.json"
 TABLES = ROOT / "benchmarks" / "RESULTS.md"

@@ -72,7 +72,7 @@ import engine  # noqa: E402
 import provenance  # noqa: E402
 import torch  # noqa: E402
 
-from course_lib.evidence import SCHEMA, Sweep, kernel_set, read_sweep  # noqa: E402
+from course_lib.pages.sweeps import SCHEMA, Sweep, kernel_set, read_sweep  # noqa: E402
 
 SWEEP_DIR = ROOT / "course_lib" / "sweeps"
 RUNS_DIR = ROOT / "benchmarks" / ".runs"  # the records of finished runs (engine.RunStore), ignored by git

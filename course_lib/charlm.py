@@ -6,7 +6,8 @@
 
 The model reads a prompt, then writes one character at a time through `course_lib.decoding`
 (the same step protocol as every other model of the course). Its training recipe is
-`course_lib.recipes.train_char_lm`.
+`train_char_lm` (chapter 2's: `train.train_lm` on a CharLM, CHAR_LM_RECIPE the three cells'
+comparison).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import torch.nn as nn
 
 from . import decoding
 from ._checks import check_choice, check_ids, check_int
-from .rnn import GRU, LSTM, RNN, set_forget_bias
+from .rnn import GRU, LSTM, RNN, set_forget_bias, set_update_bias
+from .train import LMRecipe, seed_everything, train_lm
 
-__all__ = ["CELLS", "CharLM", "generate"]
+__all__ = ["CELLS", "CharLM", "generate", "CHAR_LM_RECIPE", "train_char_lm"]
 
 CELLS = {"rnn": RNN, "lstm": LSTM, "gru": GRU}
 
@@ -99,3 +101,42 @@ def generate(model, vocab, prompt, length, temperature=1.0, top_k=None, top_p=No
         texts = [prompt + vocab.decode(row) for row in tokens.tolist()]
     model.train(was_training)
     return texts
+
+
+CHAR_LM_RECIPE = {
+    "cells": {
+        "rnn": {"hidden_size": 249},
+        "gru": {"hidden_size": 148, "gate_bias": 1.0},
+        "lstm": {"hidden_size": 128, "gate_bias": 1.0},
+    },
+    "budgets": (300, 1500),
+    "lr": 1e-2,
+    "seeds": (0, 1, 2),
+}
+"""Chapter 2's comparison of the three cells (`benchmarks/bench_rnn.py` runs it as the sweep
+charlm_equal_params): each cell sized to about 99.7k parameters (embedding 32, one recurrent
+layer, read-out), the GRU and the LSTM with the memory gate's bias at 1 (update gate, forget
+gate), all trained by `train_char_lm` for the same numbers of steps (the budgets) at one
+learning rate, from each seed. A run of the larger budget holds the smaller one: with a
+constant learning rate, its first 300 steps are the 300-step run, evaluated there."""
+
+
+def train_char_lm(cell, corpus, steps, recipe=LMRecipe(),  # noqa: B008 (a frozen dataclass)
+                  hidden_size=128, embed_size=32, gate_bias=None, seed=0, eval_fn=None, eval_every=0,
+                  stateful=False, progress=True):
+    """Chapter 2's recipe: a `CharLM` (seeded with `seed`) trained by `train_lm` with `recipe`
+    (LMRecipe's defaults: Adam at a constant 0.01, batches of 32 windows of 64, gradients
+    clipped to norm 1). gate_bias: the memory gate's initial bias, the LSTM's forget gate
+    (`rnn.set_forget_bias`) or the GRU's update gate (`rnn.set_update_bias`); None keeps
+    torch's initialisation. Returns (model, history)."""
+    if gate_bias is not None and cell not in ("lstm", "gru"):
+        raise ValueError(f"gate_bias is for cell='lstm' or 'gru' (a memory gate), got cell={cell!r}")
+    seed_everything(seed)
+    model = CharLM(len(corpus.vocab), cell, embed_size, hidden_size)
+    if gate_bias is not None and cell == "lstm":
+        set_forget_bias(model.rnn, gate_bias)  # f = sigmoid(gate_bias + ...) at the start
+    elif gate_bias is not None:
+        set_update_bias(model.rnn, gate_bias)  # z = sigmoid(gate_bias + ...) at the start
+    history = train_lm(model, corpus, steps, recipe, seed=seed, eval_fn=eval_fn, eval_every=eval_every,
+                       stateful=stateful, progress=progress, desc=cell.upper())
+    return model, history

@@ -11,7 +11,7 @@ The model is `GPT`'s stack without the causal mask: token and learned position e
 pre-LN `EncoderLayer`s, a final LayerNorm and an output layer. Its vocabulary has one extra
 id, `mask_id = vocab_size`, which it reads but never predicts.
 
-Its training recipe is `recipes.train_mlm` (the optimiser and schedule of `recipes.GPT_RECIPE`).
+Its training recipe is `train_mlm` (the optimiser and schedule of `train.GPT_RECIPE`).
 
 Baselines for masked-token accuracy: the most frequent character (`unigram_guess`), and the
 character seen most often between the same left and right neighbours in the training text
@@ -24,12 +24,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import data
 from ._checks import check_ids, check_int
 from .positional import LearnedPositionalEmbedding
+from .train import GPT_RECIPE, fit, lm_optimizer
 from .transformer import EncoderLayer
 
 __all__ = ["MaskedLM", "mask_tokens", "mlm_loss", "masked_accuracy", "heldout_masked",
-           "unigram_guess", "NeighbourBaseline", "IGNORE"]
+           "unigram_guess", "NeighbourBaseline", "IGNORE", "train_mlm"]
 
 IGNORE = -100  # the target of a position that is not predicted (F.cross_entropy's ignore_index)
 
@@ -84,6 +86,23 @@ def mlm_loss(model, batch):
     """Mean cross-entropy at the chosen positions, in nats: batch = (inputs, targets)."""
     inputs, targets = batch
     return F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+
+def train_mlm(model, corpus, steps, recipe=GPT_RECIPE, *, rate=0.15, seed=0, eval_fn=None, eval_every=0,
+              progress=True, desc="MLM"):
+    """Train a MaskedLM BERT's way on random windows of corpus.train: every batch corrupted by
+    `mask_tokens` (a new draw each step, a share `rate` of the positions), `mlm_loss`, with
+    `recipe` (default GPT_RECIPE: AdamW with weight decay on the weight matrices only, a
+    warm-up and a cosine decay to min_lr)."""
+    check_int("steps", steps)
+    g = torch.Generator().manual_seed(seed)
+    optimizer, scheduler = lm_optimizer(model, recipe, steps)
+
+    def batch(step):
+        x, _ = data.lm_batch(corpus.train, recipe.batch_size, recipe.seq_len, g)   # (B, T); no targets
+        return mask_tokens(x, model.mask_id, rate, g)
+    return fit(model, mlm_loss, batch, steps=steps, optimizer=optimizer, scheduler=scheduler,
+               clip=recipe.clip, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
 
 
 def heldout_masked(ids, seq_len, num_windows, mask_id, rate=0.15, seed=0):

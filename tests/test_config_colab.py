@@ -82,12 +82,12 @@ print(json.dumps({"elsewhere": elsewhere, "on_colab": on_colab}))
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebooks_need_only_what_the_setup_cell_installs(path):
     """Colab and the learner route install course_lib and its dependencies, not the book's build
-    tools: a chapter glues through course_lib.evidence.glue, which works without myst-nb."""
+    tools: a chapter glues through course_lib.pages.evidence.glue, which works without myst-nb."""
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             found = re.findall(r"^\s*(?:from|import)\s+(myst_nb|jupyter_book|sphinx)\b", cell.source, re.M)
-            assert not found, f"{path.name} cell {i} imports {found}: use course_lib.evidence.glue"
+            assert not found, f"{path.name} cell {i} imports {found}: use course_lib.pages.evidence.glue"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -245,13 +245,15 @@ def test_planted_wrong_references_are_each_reported():
         "tests/test_unit_nothing.py": "tests/test_unit_nothing.py: no such file",
         "`book/NN_<slug>.md`": "book/NN_<slug>.md: no file matches",
         "the architecture is in `DESIGN.md`": "DESIGN.md: no such file",
-        "`course_lib.evidence.assert_within`": "course_lib.evidence.assert_within: course_lib.evidence has",
+        "`course_lib.pages.evidence.assert_within`": (
+            "course_lib.pages.evidence.assert_within: course_lib.pages.evidence has"
+        ),
         "`course_lib.no_such_module`": "course_lib.no_such_module: course_lib has no no_such_module",
         "`tools.no_such_tool`": "tools.no_such_tool: no such module",
         "`course_lib.gpt:GPT.no_such_method`": "course_lib.gpt:GPT.no_such_method: course_lib.gpt has no",
         "`benchmarks.sweep.no_such_function`": "benchmarks.sweep.no_such_function: benchmarks.sweep has no",
-        "```python\nfrom course_lib.evidence import load_sweep, no_such_helper\n```": (
-            "course_lib.evidence.no_such_helper: course_lib.evidence has no"
+        "```python\nfrom course_lib.pages.sweeps import load_sweep, no_such_helper\n```": (
+            "course_lib.pages.sweeps.no_such_helper: course_lib.pages.sweeps has no"
         ),
         "run `make no-such-target`": "make no-such-target: no such target",
         "the sweep `charlm_heldout_bpc`": "sweep charlm_heldout_bpc: neither committed",
@@ -278,10 +280,11 @@ def test_real_references_of_each_kind_pass():
     good = (
         "`course_lib/attention.py`, course_lib/widgets/, `tests/test_unit_<topic>.py`, "
         "`book/NN_*.ipynb`, `benchmarks/bench_<topic>.py`, `Makefile`, `kernels.env`, `explorer.js`, "
-        "`course_lib.evidence.load_sweep`, `course_lib.gpt:GPT.forward`, `benchmarks.sweep.main`, "
+        "`course_lib.pages.sweeps.load_sweep`, `course_lib.gpt:GPT.forward`, `benchmarks.sweep.main`, "
         "`coursekit.release`, the sweep `adding_rnn`, sweeps `adding_rnn`, `adding_budget` and `adding_*`, "
         "[rules](CONTRIBUTING.md#the-evidence-protocol)\n\n"
         "```\nmake test\nmake -n test-fast\n```\n"
-        "```python\nfrom course_lib.evidence import load_sweep, check_live\nload_sweep('adding_rnn')\n```\n"
+        "```python\nfrom course_lib.pages.sweeps import load_sweep, check_live\n"
+        "load_sweep('adding_rnn')\n```\n"
     )
     assert problems(good) == []

@@ -101,7 +101,7 @@ def _trace_gpt_training_step():
 
     import torch
 
-    from course_lib import data, recipes
+    from course_lib import data, train
     from course_lib.gpt import GPT, GPTConfig
 
     corpus = data.CharCorpus(
@@ -126,8 +126,8 @@ def _trace_gpt_training_step():
 
     sys.setprofile(profile)
     try:
-        recipe = dataclasses.replace(recipes.GPT_RECIPE, batch_size=2, seq_len=16)
-        recipes.train_lm(model, corpus, 1, recipe, progress=False, eval_fn=lambda m: 0.0)
+        recipe = dataclasses.replace(train.GPT_RECIPE, batch_size=2, seq_len=16)
+        train.train_lm(model, corpus, 1, recipe, progress=False, eval_fn=lambda m: 0.0)
     finally:
         sys.setprofile(None)
     return stacks, calls

@@ -1,4 +1,4 @@
-"""course_lib.evidence.glue: numbers reach the prose through myst-nb's glue, in a real book build,
+"""course_lib.pages.evidence.glue: numbers reach the prose through myst-nb's glue, in a real book build,
 and stay invisible where myst-nb is not installed (Colab, a plain Jupyter)."""
 
 import json
@@ -14,14 +14,14 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from course_lib.evidence import glue
+from course_lib.pages.evidence import glue
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERMILL = "application/papermill.record/text/plain"
 
 GLUE_CELL = """\
 import numpy as np, torch
-from course_lib.evidence import glue
+from course_lib.pages.evidence import glue
 glue("bpc", np.float64(2.13456))
 glue("ratio", torch.tensor(3.2))
 glue("steps", 400)
@@ -104,7 +104,7 @@ def test_glue_without_myst_nb_shows_and_stores_nothing(tmp_path):
 @pytest.mark.slow
 def test_glue_text_roles_render_the_numbers_in_a_real_book(tmp_path):
     """A tiny Jupyter Book (built with -W, as the course's) whose notebook glues with
-    course_lib.evidence.glue and whose prose uses {glue:text} roles with format specs."""
+    course_lib.pages.evidence.glue and whose prose uses {glue:text} roles with format specs."""
     book = tmp_path / "book"
     book.mkdir()
     (book / "_config.yml").write_text(

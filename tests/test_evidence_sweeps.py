@@ -21,7 +21,7 @@ import provenance  # noqa: E402
 import sweep as runner  # noqa: E402
 from common import SweepSpec, markdown_table, record, sweep_records  # noqa: E402
 
-from course_lib.evidence import (  # noqa: E402
+from course_lib.pages.sweeps import (  # noqa: E402
     SCHEMA,
     committed_sweeps,
     cpu_vendor,
@@ -94,8 +94,8 @@ def test_a_sweep_that_reads_the_corpus_records_its_hash():
 NOT_TAKEN = {
     "course_lib/train.py:_cycle": "fit's path for an iterable of batches; the sweeps pass a function",
     "course_lib/_checks.py:shape_of": "formats error messages (f-strings built just before a raise)",
-    "course_lib/recipes.py:stream_batches": "train_lm's stateful path: no committed sweep trains statefully",
-    "course_lib/recipes.py:_carried_state_loss": "train_lm's stateful path, as stream_batches",
+    "course_lib/train.py:stream_batches": "train_lm's stateful path: no committed sweep trains statefully",
+    "course_lib/train.py:_carried_state_loss": "train_lm's stateful path, as stream_batches",
     "course_lib/rnn.py:LSTMCell.forward": "the course LSTM stepped one token at a time: the seq2seq "
     "sweeps' decoders use GRU cells, the language models run whole windows",
     "course_lib/rnn.py:RecurrentLayer.step": "one step of a course layer, as LSTMCell.forward",
@@ -504,9 +504,9 @@ def test_sweeps_ship_in_the_wheel_and_load_from_it(tmp_path):
     wheel = next((tmp_path / "dist").glob("course_lib-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     shipped = committed_sweeps()[0]
-    assert f"course_lib/sweeps/{shipped}.json" in names and "course_lib/evidence.py" in names
+    assert f"course_lib/sweeps/{shipped}.json" in names and "course_lib/pages/sweeps.py" in names
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import course_lib.evidence as e; "
+        "import sys; sys.path.insert(0, sys.argv[1]); import course_lib.pages.sweeps as e; "
         "assert e.__file__.startswith(sys.argv[1]), e.__file__; "
         "print(e.load_sweep(sys.argv[2]).seeds)"
     )

@@ -1,12 +1,12 @@
-"""Unit tests of course_lib.ablation (zero a head, set a head to its mean, remove the FFNs) and of
-chapter 8's extrapolation experiment (course_lib.positional_experiments)."""
+"""Unit tests of course_lib.pages.ablation (zero a head, set a head to its mean, remove the FFNs) and of
+chapter 8's extrapolation experiment (course_lib.pages.positional_experiments)."""
 
 import pytest
 import torch
 
-from course_lib import positional_experiments as PE
-from course_lib.ablation import mean_head, without_ffn, zero_head
 from course_lib.multihead import MultiHeadAttention
+from course_lib.pages import positional_experiments as PE
+from course_lib.pages.ablation import mean_head, without_ffn, zero_head
 from tiny_models import tiny_transformer
 
 torch.set_num_threads(1)

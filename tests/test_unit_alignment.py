@@ -1,4 +1,4 @@
-"""course_lib.alignment: the true alignments of the copy and date tasks, and alignment accuracy."""
+"""course_lib.pages.alignment: the true alignments of the copy and date tasks, and alignment accuracy."""
 
 import datetime
 import random
@@ -6,9 +6,9 @@ import random
 import pytest
 import torch
 
-from course_lib import alignment as L
 from course_lib import data
 from course_lib import seq2seq as S
+from course_lib.pages import alignment as L
 
 
 def test_copy_sources():

@@ -91,7 +91,7 @@ def _bench_rnn():
 
 
 def test_chapter_2_sweep_follows_the_recipe():
-    from course_lib.recipes import CHAR_LM_RECIPE
+    from course_lib.charlm import CHAR_LM_RECIPE
 
     spec = _bench_rnn().SWEEPS["charlm_equal_params"]
     assert spec.config["budgets"] == list(CHAR_LM_RECIPE["budgets"])
@@ -109,7 +109,7 @@ def test_chapter_2_sweep_follows_the_recipe():
 
 
 def test_chapter_2_cells_have_about_the_same_number_of_parameters():
-    from course_lib.recipes import CHAR_LM_RECIPE
+    from course_lib.charlm import CHAR_LM_RECIPE
 
     counts = {
         cell: sum(p.numel() for p in CharLM(104, cell, 32, options["hidden_size"]).parameters())

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import mlm, recipes
+from course_lib import mlm, train
 
 torch.set_num_threads(1)
 
@@ -100,11 +100,11 @@ def test_train_mlm_learns_to_fill_in_a_periodic_text():
     model = mlm.MaskedLM(6, d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=16)
     _, inputs, targets = mlm.heldout_masked(text, 16, 20, model.mask_id, seed=1)
     before = mlm.masked_accuracy(model.eval(), inputs, targets)
-    history = recipes.train_mlm(
+    history = mlm.train_mlm(
         model,
         corpus,
         150,
-        dataclasses.replace(recipes.GPT_RECIPE, batch_size=16, seq_len=16, lr=3e-3, warmup=10),
+        dataclasses.replace(train.GPT_RECIPE, batch_size=16, seq_len=16, lr=3e-3, warmup=10),
         eval_fn=lambda m: mlm.masked_accuracy(m, inputs, targets),
         progress=False,
     )

@@ -1,4 +1,4 @@
-"""Unit tests of chapter 8's experiment helpers (course_lib.positional_experiments): the knobs of
+"""Unit tests of chapter 8's experiment helpers (course_lib.pages.positional_experiments): the knobs of
 each scheme, the key masks of the interventions, the split of a RoPE score into rotation pairs,
 and the model without any positional code."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_lib import attention as A
-from course_lib import positional_experiments as PE
+from course_lib.pages import positional_experiments as PE
 from course_lib.positional import apply_rope
 
 

@@ -216,7 +216,7 @@ def test_bad_inputs_raise_with_names_and_shapes():
 
 
 def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
-    from course_lib.recipes import inverse_sqrt_warmup
+    from course_lib.transformer_train import inverse_sqrt_warmup
 
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([param], lr=0.5)
@@ -235,7 +235,7 @@ def test_inverse_sqrt_warmup_rises_linearly_then_decays_as_inverse_sqrt():
 
 def test_train_transformer_takes_the_papers_schedule_and_refuses_others():
     from course_lib import data
-    from course_lib.recipes import TransformerRecipe, train_transformer
+    from course_lib.transformer_train import TransformerRecipe, train_transformer
 
     pairs = [("ab", "ba"), ("abc", "cba"), ("ca", "ac")]
     vocab = data.Vocab.from_text([s for s, _ in pairs])

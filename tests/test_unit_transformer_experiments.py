@@ -1,4 +1,4 @@
-"""Unit tests of chapter 9's experiments (course_lib.transformer_experiments): the splits, the
+"""Unit tests of chapter 9's experiments (course_lib.pages.transformer_experiments): the splits, the
 layer-norm test bed, the head patterns and the logit lens, on tiny untrained models."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from course_lib import transformer_experiments as TX
+from course_lib.pages import transformer_experiments as TX
 from course_lib.widgets import pattern_scores
 from tiny_models import tiny_transformer
 

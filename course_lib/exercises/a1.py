@@ -341,7 +341,7 @@ check_a1_train = Check(
     forbidden=(Forbidden("torch.nn.utils.clip_grad_norm_"), Forbidden("torch.nn.utils.clip_grad_norm"),
                Forbidden("torch.nn.utils.get_total_norm"), Forbidden("torch.nn.utils.clip_grads_with_norm_"),
                Forbidden("torch.optim.lr_scheduler"), Forbidden("course_lib.train"),
-               Forbidden("course_lib.recipes")),
+               Forbidden("course_lib.seq2seq_train")),
     mistakes=[
         Mistake("the warm-up starts at 0: step t = 0 already uses peak_lr * 1 / warmup."),
         Mistake("the learning rate was set after optimizer.step(): each step used the previous "

@@ -416,7 +416,7 @@ check_a3_lr_schedule = Check(
     "(step - warmup) / (total - warmup))) / 2; min_lr after total. Checked on a range of steps",
     params=("steps", "max_lr", "warmup", "total", "min_lr"),
     call=_schedule,
-    forbidden=(Forbidden("torch.optim.lr_scheduler"), Forbidden("course_lib.recipes")),
+    forbidden=(Forbidden("torch.optim.lr_scheduler"), Forbidden("course_lib.train.warmup_cosine")),
     mistakes=[
         Mistake("the warmup starts at 0: step 0 must already train, at max_lr / warmup "
                 "((step + 1) / warmup)."),

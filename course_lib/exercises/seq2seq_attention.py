@@ -116,8 +116,8 @@ check_alignment_accuracy = Check(
     "(gold >= 0; gold = -1 marks a position that depends on no source character) whose largest "
     "weight is on the gold source position",
     params=("weights", "gold"),
-    forbidden=(Forbidden("course_lib.alignment.alignment_accuracy"),
-               Forbidden("course_lib.alignment.argmax_offsets")),
+    forbidden=(Forbidden("course_lib.pages.alignment.alignment_accuracy"),
+               Forbidden("course_lib.pages.alignment.argmax_offsets")),
     mistakes=[
         Mistake("the unscored positions (gold = -1) were counted: leave them out of the numerator "
                 "and of the denominator."),

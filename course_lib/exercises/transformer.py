@@ -154,7 +154,7 @@ check_inverse_sqrt_lr = Check(
            "of two functions of the step.",
            "One branch decays like 1/sqrt(step); the other grows linearly in step and must "
            "equal the first at step = warmup. Solve for its slope."],
-    forbidden=(Forbidden("course_lib.recipes.inverse_sqrt_warmup"),),
+    forbidden=(Forbidden("course_lib.transformer_train.inverse_sqrt_warmup"),),
 )
 
 
@@ -214,7 +214,7 @@ check_label_smoothed_loss = Check(
                          when=lambda args: args["label_smoothing"] > 0),
                Forbidden(label="torch's cross_entropy_loss operator (torch._C._nn, torch.ops.aten)",
                          aten="cross_entropy_loss", outside_torch=True),
-               Forbidden("course_lib.recipes.transformer_loss")),
+               Forbidden("course_lib.transformer_train.transformer_loss")),
 )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import anywidget
 import traitlets
 
-from .. import viz
+from ..pages import viz
 
 STATIC = Path(__file__).parent.parent / "static"
 

@@ -485,7 +485,7 @@ register(
         shortcuts=[
             _LambdaSchedule(),
             lambda step, max_lr, warmup, total, min_lr: (
-                max_lr * load("recipes.warmup_cosine")(step, total, warmup, min_lr / max_lr)
+                max_lr * load("train.warmup_cosine")(step, total, warmup, min_lr / max_lr)
             ),
         ],
     ),

@@ -212,7 +212,7 @@ def _lr_by_recipe(step, d_model, warmup):
     """The chapter's scheduler, normalised to peak at d_model^-0.5 warmup^-0.5 (the paper's peak)."""
     peak = d_model**-0.5 * warmup**-0.5
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=peak)
-    scheduler = lib("recipes.inverse_sqrt_warmup")(optimizer, warmup)
+    scheduler = lib("transformer_train.inverse_sqrt_warmup")(optimizer, warmup)
     return peak * scheduler.lr_lambdas[0](step - 1)
 
 

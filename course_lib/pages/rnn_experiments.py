@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import rnn
-from .train import fit, seed_everything
+from .. import rnn
+from ..train import fit, seed_everything
 
 __all__ = ["lstm_trace", "gate_saturation", "text_features", "unit_correlations", "unspaced",
            "Segmenter", "segmentation_scores", "train_segmenter"]

@@ -12,7 +12,7 @@ The layer-norm test bed (post-LN against pre-LN, with and without a warm-up):
 
 The chapter's encoder-decoder (2 + 2 layers, d_model 64) on its two tasks:
     date_task(), reversal_task()                 training, validation and held-out pairs
-    train_model(task, seed, steps, ...)          `recipes.train_transformer`, seeded
+    train_model(task, seed, steps, ...)          `transformer_train.train_transformer`, seeded
     exact_match(model, task, pairs)              greedy exact match
 
 What the trained model's heads do, and what each layer's output already knows:
@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import data, recipes, train
+from .. import data, train, transformer_train
 from .ablation import mean_head, zero_head
-from .attention import causal_mask
-from .transformer import Encoder, Transformer, TransformerConfig, greedy_decode
+from ..attention import causal_mask
+from ..transformer import Encoder, Transformer, TransformerConfig, greedy_decode
 
 __all__ = ["Labeller", "reversal_batches", "labelling_loss", "init_gradient_norms", "train_labeller",
            "Task", "date_task", "reversal_task", "train_model", "exact_match", "DELIMITERS",
@@ -101,12 +101,12 @@ def init_gradient_norms(norm_first, layers, seed):
 
 def train_labeller(norm_first, lr, warmup, seed, layers=4, steps=80):
     """Adam at peak rate `lr`, no gradient clipping; warmup > 0: the paper's inverse-square-root
-    shape (`recipes.inverse_sqrt_warmup`: linear rise over `warmup` steps, then 1/sqrt(step)).
+    shape (`transformer_train.inverse_sqrt_warmup`: linear rise over `warmup` steps, then 1/sqrt(step)).
     -> the mean training loss of the last 10 steps (inf if the loss overflowed)."""
     train.seed_everything(seed)
     model = Labeller(norm_first, layers)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scheduler = recipes.inverse_sqrt_warmup(optimizer, warmup) if warmup else None
+    scheduler = transformer_train.inverse_sqrt_warmup(optimizer, warmup) if warmup else None
     try:
         history = train.fit(model, labelling_loss, reversal_batches(seed), steps=steps,
                             optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
@@ -157,14 +157,14 @@ def reversal_task():
 
 def train_model(task, seed, steps, lr=3e-3, warmup=0.1, progress=False, **recipe):
     """Chapter 9's model (2 + 2 layers, d_model 64, 4 heads, d_ff 128, no dropout), initialised
-    from `seed` and trained by `recipes.train_transformer` (TRANSFORMER_RECIPE with lr, warmup
+    from `seed` and trained by `transformer_train.train_transformer` (TRANSFORMER_RECIPE with lr, warmup
     and the fields in `recipe` replaced).
     -> (the model in eval mode, its training History)."""
     train.seed_everything(seed)
     model = Transformer(TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), d_model=64,
                                           num_heads=4, d_ff=128, dropout=0.0))
-    recipe = dataclasses.replace(recipes.TRANSFORMER_RECIPE, lr=lr, warmup=warmup, **recipe)
-    history = recipes.train_transformer(model, task.train, task.src_vocab, task.tgt_vocab, steps,
+    recipe = dataclasses.replace(transformer_train.TRANSFORMER_RECIPE, lr=lr, warmup=warmup, **recipe)
+    history = transformer_train.train_transformer(model, task.train, task.src_vocab, task.tgt_vocab, steps,
                                         recipe, seed=seed, progress=progress,
                                         desc="training" if progress else None)
     return model.eval(), history

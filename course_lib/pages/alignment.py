@@ -26,7 +26,7 @@ import re
 
 import torch
 
-from ._checks import check_bool
+from .._checks import check_bool
 
 __all__ = ["copy_sources", "date_fields", "date_sources", "teacher_forced_weights",
            "alignment_accuracy", "argmax_offsets"]
@@ -105,7 +105,7 @@ def teacher_forced_weights(model, pairs, src_vocab, tgt_vocab, batch_size=500):
     """The attention weights of a seq2seq model fed the true targets (teacher forcing):
     a list of (T_i, S_i) tensors, row t = the weights with which target character t is written
     (the <eos> row left out). The model is run in eval mode."""
-    from .data import encode_pairs  # local imports: data and seq2seq need nothing from here
+    from ..data import encode_pairs  # local imports: data and seq2seq need nothing from here
 
     was_training = model.training
     model.eval()

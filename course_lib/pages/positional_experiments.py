@@ -26,11 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import attention as A
-from .multihead import MultiHeadAttention, merge_heads
-from .positional import (LearnedPositionalEmbedding, SinusoidalPositionalEncoding, alibi_bias, apply_rope,
+from .. import attention as A
+from ..multihead import MultiHeadAttention, merge_heads
+from ..positional import (LearnedPositionalEmbedding, SinusoidalPositionalEncoding, alibi_bias, apply_rope,
                          sinusoidal_encoding)
-from .train import fit, seed_everything
+from ..train import fit, seed_everything
 
 __all__ = ["VOCAB", "TRAIN_LEN", "TEST_LEN", "D_MODEL", "previous_token", "PreviousTokenModel",
            "POSITION_SCHEMES", "SETTINGS", "build_model", "train_previous_token", "train_scheme",
