@@ -18,14 +18,13 @@ time steps of a sequence, and (2) a step function `rnn_step`, `lstm_step` or
 `GRU`) share one implementation, `RecurrentLayer`, that loops over time (both
 ways when bidirectional) and stacks layers.
 
-Parameter names, shapes, gate order (LSTM: i, f, g, o; GRU: r, z, n), state
-layout and call conventions are those of torch.nn.RNNCell/LSTMCell/GRUCell and
-torch.nn.RNN/LSTM/GRU, so `ours.load_state_dict(theirs.state_dict())` works
-both ways and gives the same numbers. Differences: our layers default to
-batch_first=True, x of shape (B, T, input_size) like the rest of the course
-(torch's default is batch_first=False); inputs must have a batch dimension
-(x[None] adds one). Not supported: packed sequences, LSTM projections (proj_size),
-and the device/dtype constructor arguments (use .to()).
+Parameter names, shapes, gate order (LSTM: i, f, g, o; GRU: r, z, n), state layout and call
+conventions are those of torch.nn.RNNCell/LSTMCell/GRUCell and torch.nn.RNN/LSTM/GRU, so
+`ours.load_state_dict(theirs.state_dict())` works both ways and gives the same numbers.
+Differences: our layers default to batch_first=True, x of shape (B, T, input_size) like the rest
+of the course (torch's default is batch_first=False); inputs must have a batch dimension (x[None]
+adds one). Not supported: packed sequences, LSTM projections (proj_size), and the device/dtype
+constructor arguments (use .to()).
 
 Shapes: B batch, T time steps, H hidden_size, L num_layers, D num_directions
 (2 if bidirectional else 1), G the number of gate blocks (RNN 1, LSTM 4, GRU 3).
@@ -218,15 +217,13 @@ class RecurrentLayer(nn.Module):
         state_t = step(x_proj[:, t], state_{t-1}, W_hh, b_hh)   t = 1..T, or T..1 reversed
         output[:, t] = h_t                       forward and reverse h_t concatenated: (B, T, D*H)
 
-    and the output of layer l is the input of layer l+1. The input projection does not
-    depend on the state, so it is one matrix product outside the time loop instead of T
-    small ones inside it: the loop keeps only what is truly sequential (h W_hh^T and the
-    gates). With dropout > 0, dropout is applied to the output of every layer but the last,
-    in training mode only, as in torch.
+    and the output of layer l is the input of layer l+1. The input projection does not depend on
+    the state, so it is one matrix product outside the time loop instead of T small ones inside
+    it: the loop keeps only what is truly sequential (h W_hh^T and the gates). With dropout > 0,
+    dropout is applied to the output of every layer but the last, in training mode only, as in torch.
 
-    Parameters, named as torch's: weight_ih_l{l}[_reverse] (G*H, input_size for l = 0 else
-    D*H), weight_hh_l{l}[_reverse] (G*H, H), bias_ih_l{l}[_reverse] and bias_hh_l{l}[_reverse]
-    (G*H,) when bias=True.
+    Parameters, named as torch's: weight_ih_l{l}[_reverse] (G*H, input_size for l = 0 else D*H),
+    weight_hh_l{l}[_reverse] (G*H, H), bias_ih_l{l}[_reverse] and bias_hh_l{l}[_reverse] (G*H,) if bias.
 
     forward(x, hx=None): x (B, T, input_size) if batch_first else (T, B, input_size);
     hx: the initial state (L*D, B, H), zeros if None; row l*D + d is layer l, direction d.
@@ -322,22 +319,19 @@ class RNN(RecurrentLayer):
                  batch_first=True, dropout=0.0, bidirectional=False):
         check_nonlinearity(nonlinearity)
         self.nonlinearity = nonlinearity
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional)
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)
 
     def step(self, x_proj, h, weight_hh, bias_hh):
         return rnn_step(x_proj, h, weight_hh, bias_hh, self.nonlinearity)
 
     def extra_repr(self):
-        return _extra_repr(self, ["num_layers", "nonlinearity", "batch_first", "dropout",
-                                  "bidirectional"])
+        return _extra_repr(self, ["num_layers", "nonlinearity", "batch_first", "dropout", "bidirectional"])
 
 
 class LSTM(RecurrentLayer):
     """LSTM layers: `lstm_step` (gates i, f, g, o) looped over time.
 
-    LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=True,
-         dropout=0.0, bidirectional=False)
+    LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=True, dropout=0.0, bidirectional=False)
     forward(x, hx=None): hx = (h_0, c_0), each (L*D, B, H) (zeros if None)
         ->  (output, (h_n, c_n)); shapes and parameters in `RecurrentLayer`.
     """
@@ -356,8 +350,7 @@ class LSTM(RecurrentLayer):
 class GRU(RecurrentLayer):
     """GRU layers: `gru_step` (gates r, z, n) looped over time.
 
-    GRU(input_size, hidden_size, num_layers=1, bias=True, batch_first=True,
-        dropout=0.0, bidirectional=False)
+    GRU(input_size, hidden_size, num_layers=1, bias=True, batch_first=True, dropout=0.0, bidirectional=False)
     forward(x, hx=None) -> (output, h_n); shapes and parameters in `RecurrentLayer`.
     """
 
