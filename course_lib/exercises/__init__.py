@@ -11,7 +11,8 @@ check's cases), :class:`Answer` (the learner computes or measures a number; the 
 only salted hashes of it), :class:`Prediction` (the learner predicts a number and says why, an
 experiment measures it, the check compares and explains) and :class:`Goal` (the check measures
 the learner's trained model on held-out data against a bar). ``variant_seed()`` says which
-variant of the data is in use (``_variant.py``). Every Check and Answer lists typical
+variant of the data is in use and ``variant_params(label)`` the numbers of an Answer
+exercise's statement in it (``_variant.py``). Every Check and Answer lists typical
 mistakes by their messages, and hints in steps; every Check lists what it puts off limits (the
 library function or torch built-in that the exercise asks the learner to write), refused while
 the learner's code runs.
@@ -61,7 +62,7 @@ from ._engine import (
                       require_passed,
 )
 from ._forbid import AUTOGRAD, Forbidden
-from ._variant import variant_seed
+from ._variant import variant_params, variant_seed
 
 CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05": attention,
             "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt,
@@ -71,4 +72,4 @@ CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05":
 globals().update(REGISTRY)  # every check under its public name: check_scaled_dot_score, ...
 __all__ = ["AUTOGRAD", "CHAPTERS", "REGISTRY", "Answer", "Check", "CheckResult", "ExerciseFailure",
            "ExerciseNotAttempted", "Forbidden", "Goal", "Mistake", "Prediction", "require_passed",
-           "variant_seed", "within", *REGISTRY]
+           "variant_params", "variant_seed", "within", *REGISTRY]

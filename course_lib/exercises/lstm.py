@@ -220,21 +220,23 @@ check_coupled_lstm_cell = Check(
 # --------------------------------------------------------------------------------------
 check_reach_bias = Answer(
     "check_reach_bias",
-    "the smallest forget-gate bias of 0, 0.25, ..., 4 at which the gradient "
-    "measured by gradient_reach(..., steps=50) at initialisation still exceeds 1e-2 fifty steps back",
-    quantity="the smallest forget bias (grid 0.25) with reach[50] > 1e-2 (steps=50)",
+    "the smallest forget-gate bias of 0, 0.25, ..., 4 at which the gradient measured by "
+    "gradient_reach(..., steps=steps) at initialisation still exceeds the threshold all the way "
+    "back, k = steps ((steps, threshold) = variant_params(\"ex-reach-bias\"); the book's page: "
+    "50 and 1e-2)",
+    quantity="the smallest forget bias (grid 0.25) whose reach at k = steps exceeds the threshold",
     tolerance=within(abs=0.2),
     mistakes=[
         Mistake("that is where the forget-gate product alone (the orange curve, or sigmoid(b) ** "
-                "50) exceeds 1e-2; the measured gradient also flows through h and the gates and "
-                "is larger. Measure reach, the gradient autograd computes."),
-        Mistake("that is the last bias at which the reach is still BELOW 1e-2; the question asks "
-                "for the first one above it."),
+                "steps) exceeds the threshold; the measured gradient also flows through h and the "
+                "gates and is larger. Measure reach, the gradient autograd computes."),
+        Mistake("that is the last bias at which the reach is still BELOW the threshold; the "
+                "question asks for the first one above it."),
     ],
-    hints=["gradient_reach(\"lstm\", forget_bias=b, steps=50) returns a dict; its \"reach\" entry is a "
-           "tensor indexed by k, the number of steps back.",
+    hints=["gradient_reach(\"lstm\", forget_bias=b, steps=steps) returns a dict; its \"reach\" "
+           "entry is a tensor indexed by k, the number of steps back.",
            "Loop over the biases in increasing order and stop at the first one whose value at "
-           "k = 50 is above the threshold."],
+           "k = steps is above the threshold."],
 )
 
 

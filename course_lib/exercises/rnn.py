@@ -145,17 +145,22 @@ check_bptt_weight_grad = Check(
 check_adding_1997_baseline = Answer(
     "check_adding_1997_baseline",
     "the MSE of a model that remembers one of the two marked values "
-    "exactly (and predicts the best constant for the other) on Hochreiter & Schmidhuber's 1997 "
-    "adding problem: values in U[-1, 1], target 0.5 + (X1 + X2) / 4",
-    quantity="the one-value baseline of the 1997 adding problem (an MSE)",
+    "exactly (and predicts the best constant for the other) on the exercise's setting of "
+    "Hochreiter & Schmidhuber's 1997 adding problem: values in U[lo, hi], target offset + "
+    "(X1 + X2) / divisor (variant_params(\"ex-adding-1997\"); the book's page: U[-1, 1], "
+    "0.5 + (X1 + X2) / 4)",
+    quantity="the one-value baseline of the exercise's adding problem (an MSE)",
     tolerance=within(rel=0.02),
     mistakes=[
-        Mistake("1/12 is the one-value baseline of this page's variant (values in U[0, 1], "
-                "target X1 + X2); the 1997 target is scaled by 1/4 and the values spread wider."),
+        Mistake("1/12 is the one-value baseline of this page's adding problem (values in U[0, 1], "
+                "target X1 + X2); the exercise's target is scaled and its values spread "
+                "differently."),
         Mistake("that is the MSE of remembering nothing (the variance of the whole target); "
                 "remembering one value removes that value's share."),
-        Mistake("Var(U[-1, 1]) is (1 - (-1))^2 / 12 = 1/3, not 1/12."),
-        Mistake("the target's scale of 1/4 is missing: X2 / 4 has 1/16 of the variance of X2."),
+        Mistake("the variance of U[lo, hi] is (hi - lo)^2 / 12; it is 1/12 only when the range "
+                "is 1 wide."),
+        Mistake("the target's scale is missing: X2 / divisor has 1 / divisor^2 of the variance "
+                "of X2."),
     ],
     hints=["The best prediction of a value you do not know is its mean, and the MSE it costs is "
            "its variance.",

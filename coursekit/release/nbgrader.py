@@ -442,6 +442,10 @@ def write_course(
             nb = exercises_only(nb, path.name)
         if hidden:
             add_hidden_tests(nb)
+        if variant is not None:  # the variant's numbers in the statements of the Answers that have some
+            from coursekit.grading.variants import vary_statements
+
+            vary_statements(nb, variant)
         dest = out / "source" / assignment / path.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, dest)

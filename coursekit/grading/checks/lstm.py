@@ -7,6 +7,7 @@ import functools
 import torch
 
 from course_lib.exercises._data import build
+from course_lib.exercises._variant import variant_params
 from course_lib.exercises.lstm import _DRAWS, _LOGITS, _SHOWN
 
 from ..references import AnswerReference, Case, Reference, lib, randn, register
@@ -287,19 +288,27 @@ register(
 _BIASES = [0.25 * k for k in range(17)]  # 0, 0.25, ..., 4
 
 
-@functools.lru_cache(maxsize=64)
-def _reach_at_start(bias, curve):
-    """gradient_reach's `curve` of a fresh LSTM reading 50 steps, all the way back (k = 50)."""
-    return lib("widgets.gradient_reach")("lstm", forget_bias=bias, steps=50)[curve][50].item()
+@functools.lru_cache(maxsize=256)
+def _reach_curves_at_start(bias, steps):
+    """gradient_reach's curves of a fresh LSTM reading `steps` steps, all the way back (k = steps)."""
+    measured = lib("widgets.gradient_reach")("lstm", forget_bias=bias, steps=steps)
+    return {curve: measured[curve][steps].item() for curve in ("reach", "forget_product")}
 
 
-def smallest_reaching_bias(curve="reach", threshold=1e-2, last_below=False):
-    """The smallest forget bias of 0, 0.25, ..., 4 at which widgets.gradient_reach(..., steps=50)'s
+def _reach_at_start(bias, curve, steps):
+    return _reach_curves_at_start(bias, steps)[curve]
+
+
+def smallest_reaching_bias(curve="reach", last_below=False, params=None):
+    """The smallest forget bias of 0, 0.25, ..., 4 at which widgets.gradient_reach(..., steps)'s
     `curve` ("reach", or "forget_product": the additive path alone) exceeds `threshold` at
-    k = 50. last_below=True returns the bias just before it (a typical off-by-one)."""
+    k = steps, where (steps, threshold) = variant_params("ex-reach-bias") (50 and 1e-2 on the
+    book's page) unless `params` gives them. last_below=True returns the bias just before it
+    (a typical off-by-one)."""
+    steps, threshold = params or variant_params("ex-reach-bias")
     previous = None
     for bias in _BIASES:
-        if _reach_at_start(bias, curve) > threshold:
+        if _reach_at_start(bias, curve, steps) > threshold:
             return previous if last_below else bias
         previous = bias
     return float("inf")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from course_lib.exercises._variant import variant_params
+
 from ..references import AnswerReference, Case, Reference, load, randn, register
 
 
@@ -310,15 +312,34 @@ register(
 # --------------------------------------------------------------------------------------
 # the adding problem of 1997: its one-value baseline
 # --------------------------------------------------------------------------------------
+def adding_baseline(mistake=None):
+    """The MSE of remembering X_1 exactly on the statement's adding problem (variant_params:
+    X ~ U[lo, hi], target offset + (X_1 + X_2) / divisor): Var(X_2 / divisor) =
+    (hi - lo)^2 / (12 divisor^2); 1/48 for the 1997 setting (U[-1, 1], divisor 4). Mistakes:
+    "page" (this page's 1/12), "nothing" (remembering nothing: both values' share), "variance
+    1/12" (Var(U[0, 1]) for the values' variance), "no scale" (the divisor left out)."""
+    lo, hi, _, divisor = variant_params("ex-adding-1997")
+    variance = (hi - lo) ** 2 / 12  # Var(X_2)
+    if mistake == "page":
+        return 1 / 12
+    if mistake == "nothing":
+        return 2 * variance / divisor**2
+    if mistake == "variance 1/12":
+        return 1 / 12 / divisor**2
+    if mistake == "no scale":
+        return variance
+    return variance / divisor**2
+
+
 register(
     "check_adding_1997_baseline",
     AnswerReference(
-        value=lambda: 1 / 48,
+        value=adding_baseline,
         mistakes=[
-            lambda: 1 / 12,
-            lambda: 1 / 24,
-            lambda: 1 / 192,
-            lambda: 1 / 3,
+            lambda: adding_baseline("page"),
+            lambda: adding_baseline("nothing"),
+            lambda: adding_baseline("variance 1/12"),
+            lambda: adding_baseline("no scale"),
         ],
     ),
 )
