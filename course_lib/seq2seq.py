@@ -177,12 +177,13 @@ class _Decoder(nn.Module):
         return state
 
     def _rnn(self, x, state):
-        """One step of the recurrent cell: returns the new state dict (other keys kept)."""
-        new = dict(state)
+        """One unchecked step of the cell (`rnn.gru_step`/`lstm_step` on its weights) -> new state dict."""
+        new, cell = dict(state), self.cell
+        x_proj = F.linear(x, cell.weight_ih, cell.bias_ih)  # (B, G*H): as the cell's forward
         if self.cell_kind == "lstm":
-            new["h"], new["c"] = self.cell(x, (state["h"], state["c"]))
+            new["h"], new["c"] = rnn.lstm_step(x_proj, (state["h"], state["c"]), cell.weight_hh, cell.bias_hh)
         else:
-            new["h"] = self.cell(x, state["h"])
+            new["h"] = rnn.gru_step(x_proj, state["h"], cell.weight_hh, cell.bias_hh)
         return new
 
     def _unroll(self, x, state):
@@ -286,8 +287,9 @@ class LuongDecoder(_Decoder):
     def attention(self, s, memory, t):
         """Attend from states s (B, T, H) at steps t (B, T) -> context (B, T, H_enc), weights (B, T, S)."""
         scores = self.score(s, memory.outputs)  # (B, T, S)
-        if self.window is None:
-            return A.attend(scores, memory.outputs, memory.mask[:, None, :])
+        if self.window is None:  # global attention: A.attend's arithmetic, without its checks
+            weights = A._masked_softmax(scores, memory.mask[:, None, :])  # (B, T, S)
+            return weights @ memory.outputs, weights
         if self.local == "monotonic":
             p = t.to(s.dtype)  # (B, T): p_t = t
         else:  # p_t = S * sigmoid(v_p^T tanh(W_p s_t)), S = the source length
@@ -404,11 +406,9 @@ def sequence_log_prob(model, src, src_len, tgt_in, tgt_out, pad_id=0):
 def translate(model, sources, src_vocab, tgt_vocab, max_len=None, beam_size=1, length_penalty=0.0,
               batch_size=1000, return_weights=False):
     """Decode source strings in eval mode: greedy (beam_size=1) or beam search
-    (`course_lib.decoding`). -> output strings.
-
-    With return_weights (greedy only): also the attention weights of each output, a list of
-    (T_i, S_i) tensors (empty without attention), from a teacher-forced pass over the decoded
-    tokens (the same computation as the decoding steps).
+    (`course_lib.decoding`). -> output strings. With return_weights (greedy only): also the
+    attention weights of each output, a list of (T_i, S_i) tensors (empty without attention),
+    from a teacher-forced pass over the decoded tokens (the same computation as the steps).
     """
     from .data import pad_batch  # local import: data imports nothing from here
 
