@@ -1,5 +1,7 @@
 """The shape of the code: course_lib (what the chapters teach, what a learner installs) has no
-import circle and does not reach into the machinery that builds and publishes the book."""
+import circle, does not reach into the machinery that builds and publishes the book, and its
+ground floor (the models and their training, course_lib/*.py) imports nothing from the page
+layer (course_lib.pages, course_lib.widgets, course_lib.exercises; ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -82,6 +84,53 @@ def test_course_lib_does_not_reach_into_the_publishing_machinery():
     }
     reached = {k: v for k, v in reached.items() if v}
     assert not reached, reached
+
+
+PAGE_LAYER = ("course_lib.pages", "course_lib.widgets", "course_lib.exercises")
+
+
+def page_layer_imports(path: Path) -> list[str]:
+    """What `path` imports from the page layer (top-level and function-local imports alike)."""
+    return sorted(m for m in imports(path) if any(m == p or m.startswith(p + ".") for p in PAGE_LAYER))
+
+
+def ground_floor() -> list[Path]:
+    return sorted((ROOT / "course_lib").glob("*.py"))
+
+
+def test_the_ground_floor_imports_nothing_from_the_page_layer():
+    """The models, their losses, training, data and decoding (course_lib/*.py) stand on their own:
+    the pages, the explorers and the exercises' checks import them, never the reverse."""
+    floor = ground_floor()
+    print(f"{len(floor)} ground-floor modules:", " ".join(p.stem for p in floor))
+    reached = {module_name(p): page_layer_imports(p) for p in floor}
+    reached = {k: v for k, v in reached.items() if v}
+    assert not reached, reached
+
+
+def test_every_subpackage_of_course_lib_is_a_page_layer_one():
+    """A new subpackage must be placed: the ground floor is course_lib/*.py, the rest page layer."""
+    on_disk = {module_name(p.parent) for p in (ROOT / "course_lib").rglob("__init__.py")} - {"course_lib"}
+    assert on_disk == set(PAGE_LAYER), sorted(on_disk)
+
+
+def test_the_layer_check_sees_a_page_import_even_inside_a_function(tmp_path, monkeypatch):
+    """The check parses imports, local ones too, with relative imports resolved."""
+    package = tmp_path / "course_lib"
+    package.mkdir()
+    (package / "model.py").write_text(
+        "import torch\nfrom . import data\n\n\ndef figure():\n    from .pages.viz import BLUE\n"
+        "    from .widgets import base\n    return BLUE, base\n"
+    )
+    (package / "clean.py").write_text("from .train import fit\nfrom . import attention as A\n")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)  # module_name() reads paths from tmp_path
+    assert page_layer_imports(package / "model.py") == [
+        "course_lib.pages.viz",
+        "course_lib.pages.viz.BLUE",
+        "course_lib.widgets",
+        "course_lib.widgets.base",
+    ]
+    assert page_layer_imports(package / "clean.py") == []
 
 
 def test_the_learner_package_is_course_lib_alone():
