@@ -18,7 +18,8 @@ import nbformat
 import pytest
 
 from course_lib.exercises import REGISTRY
-from coursekit.release.outline import read_exercises, solution_leaks, stray_markers
+from coursekit.release.leaks import solution_leaks
+from coursekit.release.outline import read_exercises, stray_markers
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "book").glob("[0-9][0-9]_*.ipynb"))

@@ -7,7 +7,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 from toy_chapter import toy_chapter
 
-from coursekit.release.outline import LABELS, read_exercises, solution_leaks, stray_markers
+from coursekit.release.leaks import solution_leaks
+from coursekit.release.outline import LABELS, read_exercises, stray_markers
 
 
 def test_the_toy_chapter_is_complete():

@@ -178,7 +178,8 @@ def _metadata(args) -> int:
 def _exercises(args) -> int:
     import nbformat
 
-    from .outline import read_exercises, solution_leaks
+    from .leaks import solution_leaks
+    from .outline import read_exercises
 
     for path in args.notebooks:
         nb = nbformat.read(path, as_version=4)
