@@ -30,6 +30,12 @@
    background; in print (and so in `make pdf`), the live widgets are hidden (each
    explorer is followed by its static figure) and the page chrome is left out.
 
+9. Serves chapter 10's GPT explorer (course_lib.widgets.GPTExplorer): onnxruntime-web's
+   WebAssembly build (ort.wasm.min.mjs, the .mjs/.wasm pair it loads) in
+   `vendor/onnxruntime-web/`, and the capstone GPT's ONNX file, which `make gpt-onnx`
+   writes to `_build/gpt/gpt_capstone.onnx` from the committed weights, in `_static/course-gpt/`
+   (looked up like node_modules, or named by the environment variable COURSE_GPT_ONNX).
+
 node_modules is looked up as Node does: next to the book, then in each parent
 folder (so the student edition in `_student/` uses the repository's), unless
 the environment variable COURSE_NODE_MODULES names it (a book built elsewhere,
@@ -64,7 +70,12 @@ VENDORED = [
     ("requirejs/require.js", "require.js"),
     ("@jupyter-widgets/html-manager/dist/embed-amd.js", "html-manager/embed-amd.js"),
     ("anywidget/dist/index.js", "anywidget/index.js"),
+    # onnxruntime-web, WebAssembly backend only (course_lib/static/gpt_explorer.js imports it)
+    ("onnxruntime-web/dist/ort.wasm.min.mjs", "onnxruntime-web/ort.wasm.min.mjs"),
+    ("onnxruntime-web/dist/ort-wasm-simd-threaded.mjs", "onnxruntime-web/ort-wasm-simd-threaded.mjs"),
+    ("onnxruntime-web/dist/ort-wasm-simd-threaded.wasm", "onnxruntime-web/ort-wasm-simd-threaded.wasm"),
 ]
+GPT_ONNX = Path("_build") / "gpt" / "gpt_capstone.onnx"
 FONT_SUFFIXES = {".woff", ".woff2", ".ttf", ".eot", ".svg"}
 
 LOADER_JS = """\
@@ -83,12 +94,26 @@ LOADER_JS = """\
 """
 
 
+def _find_gpt_onnx() -> Path:
+    if os.environ.get("COURSE_GPT_ONNX"):
+        return Path(os.environ["COURSE_GPT_ONNX"]).resolve()
+    for folder in (ROOT, *ROOT.parents):
+        if (folder / GPT_ONNX).is_file():
+            return folder / GPT_ONNX
+    return ROOT / GPT_ONNX  # missing: check_node_modules says what to run
+
+
 def check_node_modules(app):
     missing = [src for src, _ in VENDORED if not (NODE_MODULES / src).exists()]
     if missing:
         raise ExtensionError(
             f"JavaScript assets missing from {NODE_MODULES}: {missing}. "
             "Run `make book` (it runs `npm ci`) or `npm ci` in the repository root."
+        )
+    if not _find_gpt_onnx().is_file():
+        raise ExtensionError(
+            f"chapter 10's GPT explorer needs {_find_gpt_onnx()}: run `make gpt-onnx` "
+            "(tools/export_gpt_onnx.py, from the committed weights)."
         )
 
 
@@ -104,6 +129,9 @@ def copy_vendor(app, exception):
         if font.suffix in FONT_SUFFIXES:
             shutil.copyfile(font, vendor / "html-manager" / font.name)
     (vendor / "course-widgets-loader.js").write_text(LOADER_JS)
+    gpt = Path(app.outdir) / "_static" / "course-gpt"
+    gpt.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_find_gpt_onnx(), gpt / GPT_ONNX.name)
 
 
 # myst-nb's toggle of a hidden cell input names itself "Toggle hidden content" while it shows

@@ -37,3 +37,4 @@ from .rnn import (  # noqa: F401
 from .seq2seq import AlignmentExplorer, ScoreExplorer, alignment_frame, toy_score_frame  # noqa: F401
 from .transformer import LayerHeadExplorer, pattern_scores  # noqa: F401
 from .tokens import MERGE_OPTIONS, SENTENCES, TokensExplorer, chars_per_token, tokens_frame  # noqa: F401
+from .gpt_explorer import GPTExplorer, load_capstone  # noqa: F401
