@@ -121,9 +121,8 @@ learning rate, from each seed. A run of the larger budget holds the smaller one:
 constant learning rate, its first 300 steps are the 300-step run, evaluated there."""
 
 
-def train_char_lm(cell, corpus, steps, recipe=LMRecipe(),  # noqa: B008 (a frozen dataclass)
-                  hidden_size=128, embed_size=32, gate_bias=None, seed=0, eval_fn=None, eval_every=0,
-                  stateful=False, progress=True):
+def train_char_lm(cell, corpus, steps, recipe=LMRecipe(), hidden_size=128, embed_size=32,
+                  gate_bias=None, seed=0, eval_fn=None, eval_every=0, stateful=False, progress=True):
     """Chapter 2's recipe: a `CharLM` (seeded with `seed`) trained by `train_lm` with `recipe`
     (LMRecipe's defaults: Adam at a constant 0.01, batches of 32 windows of 64, gradients
     clipped to norm 1). gate_bias: the memory gate's initial bias, the LSTM's forget gate
