@@ -187,3 +187,25 @@ def test_without_webassembly_the_page_says_so(chromium, gpt_page):
         assert "does not run WebAssembly" in status
     finally:
         context.close()
+
+
+def test_print_shows_the_static_figure_not_the_widget(chromium, gpt_page):
+    """The PDF (tools/book_pdf.py prints the pages with the print style): the live explorer is
+    left out and the static figure that follows it is printed."""
+    visit = _visit(chromium, gpt_page)
+    page = visit.page
+    try:
+        page.emulate_media(media="print")
+        shown = page.evaluate(
+            """() => {
+                const out = document.querySelector("[data-explorer='gpt']").closest('.cell_output');
+                const cell = out.closest('.cell');
+                const next = cell.nextElementSibling.closest('.cell') ? cell.nextElementSibling : null;
+                const img = next && next.querySelector('.cell_output img');
+                return {widget: getComputedStyle(out).display,
+                        figure: img ? img.getBoundingClientRect().height : 0};
+            }"""
+        )
+        assert shown["widget"] == "none" and shown["figure"] > 100, shown
+    finally:
+        visit.close()

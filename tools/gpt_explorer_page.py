@@ -1,14 +1,15 @@
 """A one-page Jupyter Book holding chapter 10's GPT explorer, built the way the site is built.
 
-    python tools/gpt_explorer_page.py OUT        # OUT/_build/html/gpt.html
+    python tools/gpt_explorer_page.py OUT        # OUT/_build/html/book/gpt.html
 
 The browser test (tests/test_site_gpt_explorer.py) and the timing benchmark
 (benchmarks/bench_gpt_browser.py) use the built site's chapter 10 when it exists; this page is
 for when it does not (building the whole site executes every chapter): the repository's
 _config.yml and _ext/ (so the same widget manager, the same vendored scripts, onnxruntime-web and
-the ONNX file copied by _ext/course_site.py), one notebook whose one cell shows
-`GPTExplorer()`, executed with its widget state saved (tools/execute_book.py's way), then
-`jupyter-book build -W`. Needs node_modules (npm ci) and the ONNX file (make gpt-onnx).
+the ONNX file copied by _ext/course_site.py), one notebook that shows
+`GPTExplorer()` and its static figure as chapter 10 does, executed with its widget state saved
+(tools/execute_book.py's way), then `jupyter-book build -W`. Needs node_modules (npm ci) and
+the ONNX file (make gpt-onnx).
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from export_gpt_onnx import ONNX_OUT  # noqa: E402
 
-CELL = "from course_lib.widgets import GPTExplorer\n\nGPTExplorer()"
+CELLS = [
+    "from course_lib.widgets import GPTExplorer\n\ngpt_explorer = GPTExplorer()\ngpt_explorer",
+    "import matplotlib.pyplot as plt\n\n"
+    'fig = gpt_explorer.figure("The return value of ", position=19)\nplt.show()',
+]
 PAGE = "book/gpt.html"
 
 
@@ -44,7 +49,8 @@ def build_page(out: Path) -> Path:
     (out / "_config.yml").write_text(config)
     (out / "_toc.yml").write_text("format: jb-book\nroot: book/gpt\n")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# The GPT explorer"), nbformat.v4.new_code_cell(CELL)]
+    nb.cells = [nbformat.v4.new_markdown_cell("# The GPT explorer")]
+    nb.cells += [nbformat.v4.new_code_cell(cell) for cell in CELLS]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     (out / "book").mkdir(exist_ok=True)
     _execute(nb, out / "book")
