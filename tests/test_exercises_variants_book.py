@@ -188,3 +188,62 @@ def test_the_published_notebook_code_gives_the_published_answer(exercise, monkey
     answer = run_exercise(chapter(number), exercise)[variable]
     assert answer == pytest.approx(published, rel=1e-12)
     assert REGISTRY[check_name](answer)
+
+
+# ---- through real nbgrader ---------------------------------------------------------------------
+def exercise_only_book(root: Path) -> None:
+    """A book of two pages holding only the two exercises (statement, code, check, solution) and
+    the import the reach needs: fast to autograde."""
+    (root / "book").mkdir(parents=True)
+    for exercise, (number, *_) in EXERCISES.items():
+        nb = chapter(number)
+        cells = [
+            nbformat.v4.new_code_cell("from course_lib.widgets import gradient_reach"),
+            *(copy.deepcopy(cell(nb, f"{exercise}-{part}")) for part in ("statement", "solution", "check")),
+        ]
+        for c in cells:
+            c.metadata.pop("nbgrader", None)
+            if c.cell_type == "code":
+                c.outputs, c.execution_count = [], None
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), root / "book" / f"{number}_{exercise}.ipynb")
+
+
+@pytest.mark.slow
+def test_round_trip_of_a_variant_through_nbgrader(tmp_path):
+    """nbgrader --variant: the instructor's notebooks earn both points; a submission that types
+    the published numbers earns none; the untouched student version none."""
+    pytest.importorskip("nbgrader")
+    from test_release_nbgrader import nbgrader_command, scores
+
+    exercise_only_book(tmp_path / "src")
+    course = tmp_path / "course"
+    for source in write_course(tmp_path / "src", course, ["01", "02"], variant=SECRET):
+        assignment = source.parent.name
+        nbgrader_command(course, "generate_assignment", assignment)
+        instructor = nbformat.read(source, as_version=4)
+        release = nbformat.read(course / "release" / assignment / source.name, as_version=4)
+        (exercise,) = [e for e in EXERCISES if f"{e}-check" in json_ids(instructor)]
+        variable, published = EXERCISES[exercise][2], EXERCISES[exercise][3]
+        mine = variant.params_for(exercise, visible_seed(SECRET))
+        seen = loose(cell(release, f"{exercise}-statement").source)
+        assert all(loose(sentence) in seen for sentence in statement_text(exercise, mine)), (
+            "students see them"
+        )
+        copied = copy.deepcopy(release)
+        solution = cell(copied, f"{exercise}-solution")
+        solution.source, typed = re.subn(
+            r"raise NotImplementedError\(.*\)", f"{variable} = {published!r}", solution.source
+        )
+        assert typed == 1, solution.source  # the stub, replaced by the published number
+        for student, nb in [("instructor", instructor), ("untouched", release), ("copied", copied)]:
+            (course / "submitted" / student / assignment).mkdir(parents=True)
+            nbformat.write(nb, course / "submitted" / student / assignment / source.name)
+        nbgrader_command(course, "autograde", assignment)
+        full, maximum, _ = scores(course, assignment, "instructor")
+        got = {s: scores(course, assignment, s)[0] for s in ("untouched", "copied")}
+        print(f"{assignment} ({exercise}), variant: instructor {full}/{maximum}, {got}")
+        assert maximum >= 1 and full == maximum and got == {"untouched": 0, "copied": 0}
+
+
+def json_ids(nb) -> set:
+    return {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
