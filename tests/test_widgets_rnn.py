@@ -10,6 +10,7 @@ import torch
 matplotlib.use("Agg")
 
 from course_lib import rnn
+from course_lib.rnn_gradients import orthogonal_recurrent_weight
 from course_lib.widgets import (
     FORGET_BIAS_OPTIONS,
     GAIN_OPTIONS,
@@ -23,7 +24,6 @@ from course_lib.widgets import (
     hidden_jacobians,
     jacobian_norms,
 )
-from course_lib.widgets.rnn import orthogonal_recurrent_weight
 from tiny_models import tiny_char_lm
 
 

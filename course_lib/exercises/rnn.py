@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..rnn_gradients import jacobian_norms
 from ._compare import within
 from ._engine import Answer, Check, Mistake, Prediction
 from ._forbid import AUTOGRAD, Forbidden
@@ -174,9 +175,7 @@ check_adding_1997_baseline = Answer(
 # --------------------------------------------------------------------------------------
 def critical_gain(nonlinearity="tanh", t=100, lo=1.0, hi=2.5, tol=1e-3):
     """The smallest gain of W_hh (a scaled random orthogonal matrix) at which the measured
-    ||dh_t/dh_0|| (course_lib.widgets.jacobian_norms) reaches 1, by bisection."""
-    from course_lib.widgets import jacobian_norms
-
+    ||dh_t/dh_0|| (course_lib.rnn_gradients.jacobian_norms) reaches 1, by bisection."""
     while hi - lo > tol:
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if float(jacobian_norms(mid, nonlinearity)[t]) >= 1 else (mid, hi)
