@@ -2,6 +2,7 @@
 course_lib), every control value has a frame, specs stay small, bad input is rejected."""
 
 import json
+import re
 
 import matplotlib
 import pytest
@@ -10,6 +11,7 @@ import torch
 matplotlib.use("Agg")
 
 from course_lib import rnn
+from course_lib.gpt import known_word_share
 from course_lib.rnn_gradients import orthogonal_recurrent_weight
 from course_lib.widgets import (
     FORGET_BIAS_OPTIONS,
@@ -207,6 +209,18 @@ def test_temperature_frames(temperature, tiny_lm):
     for f in frames:
         assert len(f["samples"]["lines"]) == 3
         assert all(s.startswith("the ") and len(s) <= 44 for s in f["samples"]["lines"])  # <unk> drops
+
+
+@pytest.mark.slow
+def test_the_known_word_share_is_the_capstones_metric(temperature, tiny_lm):
+    """One metric for chapters 2 and 10: gpt.known_word_share of the samples after the prompt,
+    cased, complete words only (issue 40)."""
+    known = set(re.findall(r"[A-Za-z]+", tiny_lm[2]))
+    for t in TEMPERATURE_OPTIONS:
+        frame = temperature.frame(temperature=t)
+        share, _ = known_word_share([s[len("the ") :] for s in frame["samples"]["lines"]], known)
+        assert stats(frame)["known_words"] == pytest.approx(share, rel=1e-3)  # 4 digits
+    assert known_word_share(["The cat sa"], {"the", "cat", "sa"}) == (0.5, 2)  # cased; "sa" may be cut
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import torch
 import traitlets
 
 from .. import charlm
+from ..gpt import known_word_share
 from ..rnn_gradients import gradient_reach, hidden_jacobians, jacobian_norms  # noqa: F401
 from .base import Explorer
 
@@ -173,9 +174,12 @@ def _entropy_bits(probs):
 
 
 def _known_word_share(samples, prompt, known_words):
-    """Share of the generated words (prompt excluded) found in `known_words`."""
-    words = [w for s in samples for w in re.findall(r"[a-z]+", s[len(prompt):].lower())]
-    return sum(w in known_words for w in words) / max(len(words), 1)
+    """``gpt.known_word_share`` of the generated text (prompt excluded): the share of its complete
+    words found in `known_words` (0 when the samples hold no complete word)."""
+    try:
+        return known_word_share([s[len(prompt):] for s in samples], known_words)[0]
+    except ValueError:  # no complete word (a run of letters followed by a non-letter)
+        return 0.0
 
 
 @torch.no_grad()
@@ -226,7 +230,7 @@ class TemperatureExplorer(Explorer):
                  num_samples=3, seed=0, **kwargs):
         if temperature not in TEMPERATURE_OPTIONS:
             raise ValueError(f"temperature={temperature!r} must be one of {TEMPERATURE_OPTIONS}")
-        known_words = set(re.findall(r"[a-z]+", train_text.lower()))
+        known_words = set(re.findall(r"[A-Za-z]+", train_text))  # cased, as gpt.known_word_share reads
         labels = ["0 (greedy)"] + [str(t) for t in TEMPERATURE_OPTIONS[1:]]
         controls = [{"name": "temperature", "label": "temperature", "kind": "slider",
                      "options": TEMPERATURE_OPTIONS, "labels": labels}]
