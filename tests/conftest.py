@@ -15,6 +15,26 @@ def _hints_from_step_one():
         record.reset_hints()
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test, restored after: tiny models train several times faster on
+    one thread (and a shared machine wants it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    """tiny_models.tiny_char_lm(): an untrained GRU character LM, its vocabulary and its text."""
+    from tiny_models import tiny_char_lm
+
+    return tiny_char_lm()
+
+
 @pytest.fixture(scope="session")
 def server():
     """The built site on http://127.0.0.1:<port> (skips, or fails under CI=true, if it cannot run)."""

@@ -24,6 +24,18 @@ SITE = ROOT / "_build" / "html"
 SKIP_PAGES = {"genindex.html"}
 
 
+def site_pages() -> list[str]:
+    """The built site's pages (paths relative to SITE), without its static files and SKIP_PAGES;
+    empty when the site is not built."""
+    if not SITE.exists():
+        return []
+    return sorted(
+        str(p.relative_to(SITE))
+        for p in SITE.rglob("*.html")
+        if "_static" not in p.parts and "_sources" not in p.parts and p.name not in SKIP_PAGES
+    )
+
+
 def _missing():
     if not (SITE / "index.html").exists():
         return f"the site is not built ({SITE}): run `make book`"

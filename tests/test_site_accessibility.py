@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from site_browser import ROOT, SITE, SKIP_PAGES, PageVisit
+from site_browser import ROOT, PageVisit, site_pages
 
 pytestmark = pytest.mark.site
 
@@ -54,16 +54,6 @@ RUN_AXE = """async (excluded) => {
 }"""
 
 
-def _pages():
-    if not SITE.exists():
-        return []
-    return sorted(
-        str(p.relative_to(SITE))
-        for p in SITE.rglob("*.html")
-        if "_static" not in p.parts and "_sources" not in p.parts and p.name not in SKIP_PAGES
-    )
-
-
 @pytest.fixture(scope="module")
 def axe_source():
     if not AXE.exists():
@@ -72,7 +62,7 @@ def axe_source():
 
 
 @pytest.mark.parametrize("mode", ["light", "dark"])
-@pytest.mark.parametrize("path", _pages() or ["index.html"])
+@pytest.mark.parametrize("path", site_pages() or ["index.html"])
 def test_page_has_no_accessibility_violation(browser, server, axe_source, path, mode):
     visit = PageVisit(browser, server, path, mode=mode)
     page = visit.page

@@ -14,22 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from site_browser import ROOT, SITE, SKIP_PAGES, PageVisit, explorer_stat
+from site_browser import ROOT, SITE, PageVisit, explorer_stat, site_pages
 
 pytestmark = pytest.mark.site
 
 
-def _pages():
-    if not SITE.exists():
-        return []
-    return sorted(
-        str(p.relative_to(SITE))
-        for p in SITE.rglob("*.html")
-        if "_static" not in p.parts and "_sources" not in p.parts and p.name not in SKIP_PAGES
-    )
-
-
-@pytest.mark.parametrize("path", _pages() or ["index.html"])
+@pytest.mark.parametrize("path", site_pages() or ["index.html"])
 def test_page_is_offline_and_error_free(browser, server, path):
     visit = PageVisit(browser, server, path)
     try:

@@ -6,13 +6,6 @@ import torch
 
 from course_lib import decoding
 from course_lib.charlm import CharLM, generate
-from tiny_models import tiny_char_lm
-
-
-@pytest.fixture(scope="module")
-def tiny_lm():
-    model, vocab, _ = tiny_char_lm()
-    return model, vocab
 
 
 def test_charlm_shapes_state_and_errors():
@@ -65,7 +58,7 @@ def test_beam_search_over_a_charlm_reorders_its_state():
 
 
 def test_generate_is_seeded_and_greedy_is_deterministic(tiny_lm):
-    model, vocab = tiny_lm
+    model, vocab, _ = tiny_lm
     a = generate(model, vocab, "the ", 30, num_samples=2, generator=torch.Generator().manual_seed(3))
     b = generate(model, vocab, "the ", 30, num_samples=2, generator=torch.Generator().manual_seed(3))
     assert a == b and len(a) == 2 and all(s.startswith("the ") and len(s) <= 34 for s in a)

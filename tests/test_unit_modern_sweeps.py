@@ -22,17 +22,10 @@ from course_lib.charlm import CharLM  # noqa: E402
 from course_lib.gpt import GPT  # noqa: E402
 from course_lib.positional import apply_rope  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # one torch thread, as the sweeps run (conftest.py)
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread, as the sweeps run (and as a shared 2-core machine wants), restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-DECLARED = ("modern_ablation", "modern_gqa_cache", "race_bpe2048", "race_chars")
+DECLARED = ("modern_ablation", "race_bpe2048", "race_chars")
+COMMITTED = ("modern_gqa_cache",)
 
 
 def built(variant, vocab_size=104, seed=0, **kwargs):
@@ -44,8 +37,9 @@ def built(variant, vocab_size=104, seed=0, **kwargs):
 
 def test_the_sweeps_are_declared_with_margins_and_not_yet_registered():
     planned, registered = runner.planned_sweeps(), runner.registered_sweeps()
-    print("planned here:", sorted(bm.PLANNED))
+    print("planned here:", sorted(bm.PLANNED), "committed:", sorted(bm.SWEEPS))
     assert set(DECLARED) <= set(planned) and not set(DECLARED) & set(registered)
+    assert set(COMMITTED) <= set(registered) and not set(COMMITTED) & set(planned)
     for name in DECLARED:
         spec = planned[name]
         assert isinstance(spec, SweepSpec) and spec.margins and len(spec.seeds) >= 3, name
@@ -201,7 +195,7 @@ def test_a_run_goes_end_to_end_and_returns_every_metric(point):
 def test_gqa_cache_holds_n_kv_head_over_n_head_of_full_attentions_bytes_and_has_a_canary():
     """The smoke run (traced as sweep.py traces it) records losses: a committed sweep's canary needs
     them (test_evidence_sweeps), and a run that only timed generation would have none."""
-    spec = bm.PLANNED["modern_gqa_cache"]
+    spec = bm.SWEEPS["modern_gqa_cache"]
     point, config = runner.smoke_inputs(spec, spec.points[1])
     ran = provenance.trace_run(bm.gqa_cache_run, dict(point, batch=2), 0, config)
     print(ran.result, "losses:", ran.losses)

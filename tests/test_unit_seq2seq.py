@@ -379,15 +379,6 @@ def test_translate_weights_are_those_of_the_decoding_steps():
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models train several times faster on one thread (and on a shared machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("attention,score", [(None, None), ("bahdanau", "concat"), ("luong", "dot")])
 def test_learns_to_copy_short_strings(attention, score, one_thread):

@@ -16,14 +16,6 @@ from course_lib.train import lm_heldout_loss, seed_everything
 from course_lib.transformer import Transformer, TransformerConfig, greedy_decode
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def corpus():
     return data.char_corpus("the cat sat on the mat. the dog sat on the log. " * 800)

@@ -26,7 +26,6 @@ from course_lib.widgets import (
     hidden_jacobians,
     jacobian_norms,
 )
-from tiny_models import tiny_char_lm
 
 
 def stats(frame):
@@ -133,11 +132,6 @@ def flow():
 @pytest.fixture(scope="module")
 def forget():
     return ForgetBiasExplorer()
-
-
-@pytest.fixture(scope="module")
-def tiny_lm():
-    return tiny_char_lm()
 
 
 @pytest.fixture(scope="module")
