@@ -540,3 +540,6 @@ for _tokenizer, _name in (("bpe-2048", "race_bpe2048"), ("chars", "race_chars"))
         records=[("test_bpc", _name + "_test_bpc/{model}/dropout{dropout}/lr{lr}")],
         description=RACE_DESCRIPTION + RACE_RULE + " " + RACE_COST[_tokenizer],
     )
+
+# Run and committed (course_lib/sweeps/NAME.json): the spec moves unchanged from PLANNED.
+SWEEPS = {"modern_gqa_cache": PLANNED.pop("modern_gqa_cache")}
