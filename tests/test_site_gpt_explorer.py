@@ -209,3 +209,53 @@ def test_print_shows_the_static_figure_not_the_widget(chromium, gpt_page):
         assert shown["widget"] == "none" and shown["figure"] > 100, shown
     finally:
         visit.close()
+
+
+def _lab_notebook(dest):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from course_lib.widgets import GPTExplorer\n\nGPTExplorer()")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, dest)
+    return 0
+
+
+@pytest.fixture(scope="module")
+def gpt_lab(tmp_path_factory):
+    from test_site_jupyterlab import run_lab
+
+    yield from run_lab(tmp_path_factory, _lab_notebook)
+
+
+def test_in_jupyterlab_the_kernel_runs_the_model(gpt_lab, chromium, capstone):
+    """In JupyterLab (no site scripts on the page) the front end asks the kernel, which runs the
+    model with torch: the same numbers, and greedy generation writes torch's continuation."""
+    from test_site_jupyterlab import open_and_run
+
+    model, vocab, _ = capstone
+    pages = open_and_run(gpt_lab, chromium, READY)
+    page = next(pages)
+    try:
+        root = page.locator("[data-explorer='gpt']")
+        assert root.get_attribute("data-backend") == "kernel"
+        ids = _ids(vocab, PROMPTS[2])
+        got = page.evaluate(FORWARD, ids)
+        with torch.no_grad():
+            logits, attention = AttentionGPT(model)(torch.tensor([ids]))
+        # torch in the kernel (its own thread count) and here: the same function, summed in other orders
+        assert np.abs(np.array(got["logits"]) - logits[0].flatten().numpy()).max() <= 1e-5
+        assert np.abs(np.array(got["attention"]) - attention[:, 0].flatten().numpy()).max() <= 1e-5
+        root.locator("[data-control='temperature'] input").fill("0")
+        root.locator("[data-control='num_tokens'] input").fill("12")
+        root.locator("button.cl-gpt-generate").click()
+        page.wait_for_function(
+            "() => document.querySelector(\"[data-explorer='gpt']\").dataset.tokensPerSecond", timeout=90000
+        )
+        written = [int(i) for i in root.get_attribute("data-ids").strip("[]").split(",")]
+        prompt = torch.tensor([_ids(vocab, "The return value of ")])
+        with torch.no_grad():
+            assert written == model.generate(prompt, 12, temperature=0)[0].tolist()
+        assert page.external == [], page.external
+    finally:
+        pages.close()
