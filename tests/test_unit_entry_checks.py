@@ -2,7 +2,7 @@
 
 A public model or function checks its inputs once and then runs unchecked code: a stack calls
 its layers' `_forward`, a layer its attentions' `_forward`, multi-head attention the unchecked
-`attention._masked_softmax`. Counted at run time (as /work/shared/tools/forward_checks.py):
+`attention._masked_softmax`. Counted at run time, as the review of issue 40 counted:
 `sys.setprofile` sees every Python call into `course_lib/_checks.py` during one forward.
 
 - entries: calls into `_checks.py` from the model's code, i.e. the check calls a forward makes;
@@ -73,7 +73,7 @@ def _cases():
     q, k, v = (
         torch.randn(2, 3, 5, 8, generator=g),
         torch.randn(2, 3, 6, 8, generator=g),
-        torch.randn(2, 3, 6, 4),
+        torch.randn(2, 3, 6, 4, generator=g),
     )
     scores, bool_mask = torch.randn(2, 3, 5, 6, generator=g), torch.rand(2, 1, 5, 6, generator=g) > 0.3
     x, memory = torch.randn(2, 5, D, generator=g), torch.randn(2, 7, D, generator=g)
@@ -125,9 +125,9 @@ def test_one_check_per_entry_point():
 @pytest.mark.parametrize("attention", [None, "luong"])
 def test_seq2seq_checks_do_not_grow_with_the_target(attention):
     """The decoders no longer re-check at every step: the count of a teacher-forced forward is
-    the same for 3 and 12 target tokens. (Bahdanau's step, which chapter 4 displays, still
-    checks its score and attention inputs at every step; so does the encoder, displayed whole
-    by chapter 3, once per forward: changing them needs those pages re-executed.)"""
+    the same for 3 and 12 target tokens. Not yet <= 3: the encoder (shown whole by chapter 3)
+    checks src and src_len and its GRU checks x, and Bahdanau's step (shown by chapter 4) checks
+    its scores at every step; changing that code means re-executing those pages."""
     model = _seq2seq(attention=attention)
     src, src_len = torch.randint(3, 20, (2, 10)), torch.tensor([10, 7])
     short, long = torch.randint(3, 20, (2, 3)), torch.randint(3, 20, (2, 12))
