@@ -12,6 +12,8 @@ Every model: Adam at learning rate 0.01, gradients clipped to norm 1, batches of
 sequences, the same number of steps (course_lib.adding.train_adding); one torch thread.
 """
 
+import dataclasses
+
 from common import SweepSpec
 
 from course_lib.adding import adding_mse, remembered_values, train_adding, train_clipping, train_gated_adding
@@ -117,14 +119,11 @@ def adding_sized_run(point, seed, config):
     return adding_run(point, seed, dict(config, hidden_size=point["hidden_size"]))
 
 
-SWEEPS["adding_rnn_wide"] = SweepSpec(
+SWEEPS["adding_rnn_wide"] = dataclasses.replace(
+    SWEEPS["adding_rnn"],
     title="The adding problem: a vanilla RNN with the LSTM's parameter count (66 units, T = 40, 2000 steps)",
     run=adding_sized_run,
     points=[dict(_point(T=40), hidden_size=66)],
-    config=CONFIG,
-    smoke={"steps": 8, "eval_every": 4},
-    margins={"mse_vs_default_rnn": 0.05},
-    metrics=METRICS,
     records=[("mse", "adding_test_mse/rnn/default/T40/hidden66")],
     description="The vanilla tanh RNN at T = 40 with 66 units (4687 parameters, the LSTM of adding_budget "
     "has 4641), torch's initialisation, chapter 1's recipe (Adam 0.01, clipping at 1, 2000 steps of 64 "

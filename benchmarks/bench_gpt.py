@@ -298,14 +298,12 @@ SWEEPS["gpt_vs_lstm_ctx64"] = SweepSpec(
 # machine that ran it (lm_step_time, one thread): GPT 103 ms a step at context 256, the fused LSTM
 # 63 ms; with the evaluations, about 2 CPU-hours for the 18 runs.
 LONG_CHECKPOINTS = CHECKPOINTS + [2000, 3000, 4000]
-SWEEPS["gpt_vs_lstm_ctx256"] = SweepSpec(
+SWEEPS["gpt_vs_lstm_ctx256"] = dataclasses.replace(
+    SWEEPS["gpt_vs_lstm_ctx64"],
     title="GPT against an LSTM of its size, context 256: held-out bits per character over 4000 steps",
-    run=race_run,
     points=[{"model": m, "context": 256, "lr": lr} for m, lrs in RACE_LRS.items() for lr in lrs],
     config=dict(RACE_CONFIG, steps=LONG_CHECKPOINTS[-1], checkpoints=LONG_CHECKPOINTS),
-    smoke={"steps": 8},
     metrics=race_metrics(256, LONG_CHECKPOINTS),
-    margins={"race": 0.05},
     records=[(f"test_bpc_{LONG_CHECKPOINTS[-1]}", "gpt_vs_lstm_test_bpc/context256/{model}/lr{lr}")],
     description=RACE_DESCRIPTION.replace("for 1500 steps", "for 4000 steps").replace(
         "(250 ... 1500 steps)", "(250 ... 4000 steps)"
@@ -328,14 +326,12 @@ SWEEPS["gpt_vs_lstm_ctx256"] = SweepSpec(
 # 2.1 CPU-hours.
 EARLY_STOP_CHECKPOINTS = CHECKPOINTS + list(range(2000, 8001, 500))
 EARLY_STOP_LRS = {"gpt": RACE_LRS["gpt"][:2], "lstm": RACE_LRS["lstm"][:2]}
-SWEEPS["gpt_vs_lstm_ctx64_long"] = SweepSpec(
+SWEEPS["gpt_vs_lstm_ctx64_long"] = dataclasses.replace(
+    SWEEPS["gpt_vs_lstm_ctx64"],
     title="GPT against an LSTM of its size, context 64, to 8000 steps: until held-out loss stops improving",
-    run=race_run,
     points=[{"model": m, "context": 64, "lr": lr} for m, lrs in EARLY_STOP_LRS.items() for lr in lrs],
     config=dict(RACE_CONFIG, steps=EARLY_STOP_CHECKPOINTS[-1], checkpoints=EARLY_STOP_CHECKPOINTS),
-    smoke={"steps": 8},
     metrics=race_metrics(64, EARLY_STOP_CHECKPOINTS),
-    margins={"race": 0.05},
     records=[
         (f"test_bpc_{EARLY_STOP_CHECKPOINTS[-1]}", "gpt_vs_lstm_test_bpc/context64_8000/{model}/lr{lr}")
     ],

@@ -119,10 +119,14 @@ def three_lookups(n, seed, vocab):
 
 
 def heads_lookup_run(point, seed, config):
-    """One (heads, steps, seed): chapter 7's recipe (d_model 32, Adam lr 1e-2, batches of 64
-    strings seeded 1000 * seed + step); held-out accuracy per lookup and of the worst lookup."""
+    """One (heads, steps, seed), or (heads, steps, lr, seed): chapter 7's recipe (d_model 32, Adam
+    at point["lr"] if the point has one, else config["lr"]; batches of 64 strings seeded
+    1000 * seed + step); held-out accuracy per lookup and of the worst lookup on the test strings
+    (seed 10_000). A point's lr is one of a grid chosen on validation: such a run also measures the
+    worst lookup on 1000 other strings (seed 20_000), and one whose loss diverges counts as 0."""
     vocab = Vocab(LETTERS)
     x_test, y_test = three_lookups(1000, 10_000, vocab)
+    tuned = "lr" in point
     seed_everything(seed)
     model = TinyAttentionModel(
         len(vocab),
@@ -137,23 +141,35 @@ def heads_lookup_run(point, seed, config):
         x, y = batch
         return F.cross_entropy(m(x)[0].flatten(0, 2), y.flatten())
 
-    fit(
-        model,
-        loss,
-        lambda step: three_lookups(64, 1000 * seed + step, vocab),
-        steps=point["steps"],
-        lr=config["lr"],
-        progress=False,
-    )
+    try:
+        fit(
+            model,
+            loss,
+            lambda step: three_lookups(64, 1000 * seed + step, vocab),
+            steps=point["steps"],
+            lr=point["lr"] if tuned else config["lr"],
+            progress=False,
+        )
+    except FloatingPointError:  # the loss diverged
+        if not tuned:
+            raise
+        return {"worst": 0.0, "val_worst": 0.0, "mirror": 0.0, "previous": 0.0, "next": 0.0}
     model.eval()
-    with torch.no_grad():
-        acc = (model(x_test)[0].argmax(-1) == y_test).float().mean(dim=(0, 1))
+    acc = lookup_accuracy(model, x_test, y_test)  # (3,)
+    val = lookup_accuracy(model, *three_lookups(1000, 20_000, vocab)) if tuned else None
     return {
         "worst": acc.min().item(),
+        **({"val_worst": val.min().item()} if tuned else {}),
         "mirror": acc[0].item(),
         "previous": acc[1].item(),
         "next": acc[2].item(),
     }
+
+
+def lookup_accuracy(model, x, y):
+    """Accuracy of each of the three lookups on the strings x (n, T), targets y (n, T, 3): (3,)."""
+    with torch.no_grad():
+        return (model(x)[0].argmax(-1) == y).float().mean(dim=(0, 1))
 
 
 SWEEPS = {
@@ -177,55 +193,10 @@ SWEEPS = {
 # --------------------------------------------------------------------------------------
 # Sweep: one head against two, each at its own best learning rate (chosen on validation)
 # --------------------------------------------------------------------------------------
-def heads_lr_run(point, seed, config):
-    """One (heads, steps, lr, seed): heads_lookup_run's recipe at learning rate point["lr"];
-    accuracy per lookup on the test strings (seed 10_000) and of the worst lookup on both the
-    test and a validation set (1000 other strings, seed 20_000), on which the lr is chosen."""
-    vocab = Vocab(LETTERS)
-    x_test, y_test = three_lookups(1000, 10_000, vocab)
-    x_val, y_val = three_lookups(1000, 20_000, vocab)
-    seed_everything(seed)
-    model = TinyAttentionModel(
-        len(vocab),
-        LOOKUP_T,
-        d_model=config["d_model"],
-        num_heads=point["heads"],
-        n_outputs=3,
-        n_classes=len(vocab),
-    )
-
-    def loss(m, batch):
-        x, y = batch
-        return F.cross_entropy(m(x)[0].flatten(0, 2), y.flatten())
-
-    try:
-        fit(
-            model,
-            loss,
-            lambda step: three_lookups(64, 1000 * seed + step, vocab),
-            steps=point["steps"],
-            lr=point["lr"],
-            progress=False,
-        )
-    except FloatingPointError:  # the loss diverged: the run counts as accuracy 0
-        return {"worst": 0.0, "val_worst": 0.0, "mirror": 0.0, "previous": 0.0, "next": 0.0}
-    model.eval()
-    with torch.no_grad():
-        acc = (model(x_test)[0].argmax(-1) == y_test).float().mean(dim=(0, 1))
-        val = (model(x_val)[0].argmax(-1) == y_val).float().mean(dim=(0, 1))
-    return {
-        "worst": acc.min().item(),
-        "val_worst": val.min().item(),
-        "mirror": acc[0].item(),
-        "previous": acc[1].item(),
-        "next": acc[2].item(),
-    }
-
-
 SWEEPS["heads_lr"] = SweepSpec(
     title="Chapter 7: one head against two on the three-lookups task, each at its own best learning "
     "rate (chosen on validation strings), at 500 and 2000 steps",
-    run=heads_lr_run,
+    run=heads_lookup_run,
     points=[
         {"heads": h, "steps": s, "lr": lr}
         for h in (1, 2)

@@ -15,6 +15,8 @@ The chapter runs the same functions (course_lib.pages.positional_experiments) wi
 that its runs reproduce the sweeps' (check_live).
 """
 
+import dataclasses
+
 import torch
 from common import SweepSpec
 
@@ -151,10 +153,10 @@ SWEEPS["positional_tuned"] = SweepSpec(
 # it ran; the chapter chooses over both sweeps together, by the same validation rule).
 EDGES = {"sinusoidal": [1e8], "RoPE": [10.0], "ALiBi": [[1.0, 1 / 2]]}
 
-SWEEPS["positional_tuned_edges"] = SweepSpec(
+SWEEPS["positional_tuned_edges"] = dataclasses.replace(
+    SWEEPS["positional_tuned"],
     title="Chapter 8: positional_tuned extended one value beyond the end of each scheme's grid "
     "(sinusoidal base 1e8, RoPE base 10, ALiBi slopes 1 and 1/2)",
-    run=tuned_run,
     points=[
         {"scheme": scheme, "setting": setting, "lr": lr}
         for scheme, settings in EDGES.items()
@@ -162,11 +164,6 @@ SWEEPS["positional_tuned_edges"] = SweepSpec(
         for lr in LRS
     ],
     config={"steps": 400, "selection": "with positional_tuned: best mean val_far_beyond over the seeds"},
-    smoke={"steps": 10},
-    margins={"far_beyond": 0.2, "in_range": 0.05},
-    metrics={
-        name: {"unit": "accuracy", "higher_is_better": True} for r in RANGES for name in (r, f"val_{r}")
-    },
     description="As positional_tuned (same recipe, test and validation sets), for one more setting "
     "per scheme.",
 )

@@ -105,21 +105,16 @@ SWEEPS = {
         "noise of a shared machine), so 36 runs of 1350 steps take about 1.7 CPU-core-hours. "
         "3 seeds.",
     ),
-    "tokens_gpt_lr8": SweepSpec(
-        title="tokens_gpt's grid extended: every tokenizer at learning rate 0.008, "
-        "1350 steps of 12 windows of 64 tokens",
-        run=tokens_run,
-        points=[{"tokenizer": t, "lr": 8e-3, "steps": 1350} for t in TOKENIZERS],
-        config={"context": 64},
-        smoke={"steps": 8},
-        margins={"test_bpc": 0.05},
-        metrics=METRICS,
-        records=[("test_bpc", "tokens_gpt_test_bpc/{tokenizer}/lr{lr}")],
-        description="Declared while tokens_gpt ran, once its character and BPE-512 runs were "
-        "best at 0.004, the largest rate of its grid: one more rate, 0.008, for every tokenizer, "
-        "same runs otherwise (tokens_run), so that each tokenizer's rate is chosen on the "
-        "validation split from 0.001 to 0.008 and none is held back by the grid's edge. Same "
-        "margin as tokens_gpt: 0.05 bits per character on the test split, worst seed against "
-        "best seed. 3 seeds.",
-    ),
 }
+SWEEPS["tokens_gpt_lr8"] = dataclasses.replace(
+    SWEEPS["tokens_gpt"],
+    title="tokens_gpt's grid extended: every tokenizer at learning rate 0.008, "
+    "1350 steps of 12 windows of 64 tokens",
+    points=[{"tokenizer": t, "lr": 8e-3, "steps": 1350} for t in TOKENIZERS],
+    description="Declared while tokens_gpt ran, once its character and BPE-512 runs were "
+    "best at 0.004, the largest rate of its grid: one more rate, 0.008, for every tokenizer, "
+    "same runs otherwise (tokens_run), so that each tokenizer's rate is chosen on the "
+    "validation split from 0.001 to 0.008 and none is held back by the grid's edge. Same "
+    "margin as tokens_gpt: 0.05 bits per character on the test split, worst seed against "
+    "best seed. 3 seeds.",
+)
