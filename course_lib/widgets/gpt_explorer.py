@@ -70,8 +70,11 @@ class GPTExplorer(anywidget.AnyWidget):
                              f"got {None if vocab is None else len(vocab)}")
         self.model = model.eval()
         c = model.config
-        kwargs.setdefault("caption", f"{c.n_layer} layers of {c.n_head} heads, context {c.block_size} "
-                          "characters; a character the model never saw reads as <unk>.")
+        kwargs.setdefault("caption", "Write a prompt, set the sampling and generate; then slide the position "
+                          "(or click a character) to see where each head looks from there and what the model "
+                          "expects next. On the site the model runs in your browser (WebAssembly), in "
+                          f"Jupyter in the kernel. {c.n_layer} layers of {c.n_head} heads, context "
+                          f"{c.block_size} characters; a character the model never saw reads as <unk>.")
         super().__init__(vocab=list(vocab), block_size=c.block_size, n_layer=c.n_layer,
                          n_head=c.n_head, **kwargs)
         self.on_msg(self._forward)
