@@ -129,6 +129,61 @@ def check_lengths(name, lengths, B, max_len):
     return lengths
 
 
+def check_source(src, src_len):
+    """A seq2seq source: src (B, S) token ids, src_len (B,) lengths in 1..S (returned as a tensor
+    on src's device)."""
+    check_ids("src", src)
+    return check_lengths("src_len", src_len, src.shape[0], src.shape[1]).to(src.device)
+
+
+def check_seq2seq_inputs(src, src_len, tgt_in):
+    """A seq2seq model's training inputs: the source (`check_source`) and tgt_in (B, T) token ids."""
+    src_len = check_source(src, src_len)
+    check_ids("tgt_in", tgt_in)
+    check_same_batch("src", src, "tgt_in", tgt_in)
+    return src_len
+
+
+def check_decoder_step(y_prev, state, vocab_size, enc_size):
+    """A seq2seq decoder's step: y_prev (B,) token ids in [0, vocab_size), and a state from its
+    `init_state`, whose memory holds outputs (B, S, enc_size) and a bool mask (B, S)."""
+    if not isinstance(y_prev, torch.Tensor) or y_prev.dim() != 1:
+        raise ValueError(f"y_prev must be a (B,) tensor of token ids, got shape {shape_of(y_prev)}")
+    check_ids("y_prev", y_prev[:, None], vocab_size)
+    if not isinstance(state, dict) or "h" not in state or "memory" not in state:
+        raise TypeError(f"state must be the dict of the decoder's init_state, got {type(state).__name__}")
+    B, outputs, mask = y_prev.shape[0], state["memory"].outputs, state["memory"].mask
+    if outputs.dim() != 3 or outputs.shape[0] != B or outputs.shape[2] != enc_size:
+        raise ValueError(f"memory.outputs must be (B, S, H_enc) = ({B}, S, {enc_size}) for y_prev of "
+                         f"shape {shape_of(y_prev)}, got {shape_of(outputs)}")
+    if state["h"].shape[0] != B:
+        raise ValueError(f"state['h'] of shape {shape_of(state['h'])} and y_prev of shape "
+                         f"{shape_of(y_prev)} need the same batch size B")
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != outputs.shape[:2]:
+        raise ValueError(f"memory.mask must be a bool tensor (B, S) = {tuple(outputs.shape[:2])} (True at "
+                         f"real source positions), got {shape_of(mask)} {getattr(mask, 'dtype', '')}")
+
+
+def check_local_inputs(scores, mask, p):
+    """Luong's local attention: scores (B, T, S) float, mask (B, S) bool, window centres p (B, T)."""
+    check_attention_tensor("scores", scores)
+    B, T, S = scores.shape if scores.dim() == 3 else (None, None, None)
+    if scores.dim() != 3 or not isinstance(mask, torch.Tensor) or mask.shape != (B, S) \
+            or mask.dtype != torch.bool or not isinstance(p, torch.Tensor) or p.shape != (B, T):
+        raise ValueError(f"scores must be (B, T, S), mask (B, S) bool and p (B, T); got scores "
+                         f"{shape_of(scores)}, mask {shape_of(mask)} "
+                         f"({getattr(mask, 'dtype', '')}), p {shape_of(p)}")
+
+
+def check_score_inputs(q, k, d_q, d_k):
+    """A learned score's inputs: q (..., T_q, d_q), k (..., T_k, d_k), one dtype, batch dims
+    that broadcast."""
+    check_last_dim("q", q, d_q, "d_q")
+    check_last_dim("k", k, d_k, "d_k")
+    check_same_dtype(q=q, k=k)
+    check_batch_dims(q=q, k=k)
+
+
 # ---------------------------------------------------------------------------
 # Recurrent networks (course_lib.rnn): inputs and initial states
 # ---------------------------------------------------------------------------
@@ -164,6 +219,16 @@ def split_lstm_state(module, hx):
         got = f"a tuple of {len(hx)}" if isinstance(hx, (tuple, list)) else type(hx).__name__
         raise TypeError(f"hx must be a tuple (h, c) for the {type(module).__name__}, got {got}")
     return hx
+
+
+def check_lstm_state(module, hx, expected, layout, names):
+    """An LSTM's initial state: None, or a pair (h, c), each None or a tensor of shape `expected`.
+    Returns (h, c) (None, None for hx None)."""
+    h, c = split_lstm_state(module, hx)
+    for name, state in zip(names, (h, c)):
+        if state is not None:
+            check_rnn_state(module, name, state, expected, layout)
+    return h, c
 
 
 def check_nonlinearity(nonlinearity):

@@ -34,8 +34,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ._checks import (check_attention_tensor, check_int, check_key_length, check_last_dim, check_mask,
-                      check_mask_lengths, check_query_key, check_query_key_value, check_scores_values,
-                      shape_of)
+                      check_mask_lengths, check_query_key, check_query_key_value, check_score_inputs,
+                      check_scores_values, shape_of)
 
 __all__ = [
     "dot_score",
@@ -115,9 +115,8 @@ class GeneralScore(nn.Module):
         self.W = nn.Linear(d_k, d_q, bias=False)  # k -> W k
 
     def forward(self, q, k):
-        check_last_dim("q", q, self.d_q, "d_q")
-        check_last_dim("k", k, self.d_k, "d_k")
-        return dot_score(q, self.W(k))  # q . (W k): (..., T_q, T_k)
+        check_score_inputs(q, k, self.d_q, self.d_k)
+        return q @ self.W(k).transpose(-2, -1)  # q . (W k): (..., T_q, T_k)
 
 
 class AdditiveScore(nn.Module):
@@ -136,9 +135,7 @@ class AdditiveScore(nn.Module):
         self.v = nn.Linear(d_hidden, 1, bias=False)
 
     def forward(self, q, k):
-        check_query_key(q, k, same_d=False)
-        check_last_dim("q", q, self.d_q, "d_q")
-        check_last_dim("k", k, self.d_k, "d_k")
+        check_score_inputs(q, k, self.d_q, self.d_k)
         q_h = self.W_q(q).unsqueeze(-2)  # (..., T_q, 1, d_hidden)
         k_h = self.W_k(k).unsqueeze(-3)  # (..., 1, T_k, d_hidden)
         hidden = torch.tanh(q_h + k_h)  # (..., T_q, T_k, d_hidden)

@@ -60,7 +60,7 @@ class MaskedLM(nn.Module):
         check_ids("idx", idx, self.vocab_size + 1, self.max_len)
         h = self.position(self.token_embed(idx))                       # (B, T, d)
         for block in self.blocks:
-            h = block(h)                                               # no mask: both sides
+            h = block._forward(h)                                      # no mask: both sides
         return self.head(self.norm(h))                                 # (B, T, V)
 
 

@@ -36,8 +36,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import (check_bool, check_dropout, check_int, check_nonlinearity, check_rnn_input,
-                      check_rnn_state, shape_of, split_lstm_state)
+from ._checks import (check_bool, check_dropout, check_int, check_lstm_state, check_nonlinearity,
+                      check_rnn_input, check_rnn_state, shape_of)
 
 __all__ = ["rnn_step", "lstm_step", "gru_step", "RNNCell", "LSTMCell", "GRUCell", "RecurrentLayer",
            "RNN", "LSTM", "GRU", "set_forget_bias", "set_update_bias"]
@@ -137,15 +137,17 @@ class _Cell(nn.Module):
     def extra_repr(self):
         return _extra_repr(self, [])
 
-    def _project(self, x, hx):
-        """Check x and hx; return x W_ih^T + b_ih (B, G*H) and hx, or zeros (B, H) if None."""
+    def forward(self, x, hx=None):
+        """Check x and hx (zeros if None), then run `_forward` (which course_lib's models call)."""
         check_rnn_input(self, x, layouts=["(B, input_size)"], dims=(2,))
-        if hx is None:
-            hx = x.new_zeros(x.shape[0], self.hidden_size)  # (B, H)
-        return F.linear(x, self.weight_ih, self.bias_ih), hx  # (B, G*H), (B, H)
+        return self._forward(x, self._checked_state(hx, x))
 
-    def _check_hx(self, name, h, B):
-        check_rnn_state(self, name, h, (B, self.hidden_size), "(B, hidden_size)")
+    def _checked_state(self, h, x, name="hx"):
+        """h checked as (B, H), or zeros (B, H) if None."""
+        if h is None:
+            return x.new_zeros(x.shape[0], self.hidden_size)  # (B, H)
+        check_rnn_state(self, name, h, (x.shape[0], self.hidden_size), "(B, hidden_size)")
+        return h
 
 
 class RNNCell(_Cell):
@@ -159,9 +161,8 @@ class RNNCell(_Cell):
         super().__init__(input_size, hidden_size, bias)
         self.nonlinearity = nonlinearity
 
-    def forward(self, x, hx=None):
-        x_proj, h = self._project(x, hx)  # (B, H), (B, H)
-        self._check_hx("hx", h, x.shape[0])
+    def _forward(self, x, h):
+        x_proj = F.linear(x, self.weight_ih, self.bias_ih)  # (B, H)
         return rnn_step(x_proj, h, self.weight_hh, self.bias_hh, self.nonlinearity)  # (B, H)
 
     def extra_repr(self):
@@ -178,13 +179,14 @@ class LSTMCell(_Cell):
 
     num_gates = 4
 
-    def forward(self, x, hx=None):
-        h, c = split_lstm_state(self, hx)
-        x_proj, h = self._project(x, h)  # (B, 4H), (B, H)
-        c = h.new_zeros(h.shape) if c is None else c  # (B, H)
-        self._check_hx("hx[0] (h)", h, x.shape[0])
-        self._check_hx("hx[1] (c)", c, x.shape[0])
-        return lstm_step(x_proj, (h, c), self.weight_hh, self.bias_hh)  # (B, H) each
+    def _checked_state(self, hx, x):
+        B, H = x.shape[0], self.hidden_size
+        h, c = check_lstm_state(self, hx, (B, H), "(B, hidden_size)", ("hx[0] (h)", "hx[1] (c)"))
+        return (x.new_zeros(B, H) if h is None else h), (x.new_zeros(B, H) if c is None else c)
+
+    def _forward(self, x, state):
+        x_proj = F.linear(x, self.weight_ih, self.bias_ih)  # (B, 4H)
+        return lstm_step(x_proj, state, self.weight_hh, self.bias_hh)  # (B, H) each
 
 
 class GRUCell(_Cell):
@@ -197,9 +199,8 @@ class GRUCell(_Cell):
 
     num_gates = 3
 
-    def forward(self, x, hx=None):
-        x_proj, h = self._project(x, hx)  # (B, 3H), (B, H)
-        self._check_hx("hx", h, x.shape[0])
+    def _forward(self, x, h):
+        x_proj = F.linear(x, self.weight_ih, self.bias_ih)  # (B, 3H)
         return gru_step(x_proj, h, self.weight_hh, self.bias_hh)  # (B, H)
 
 
@@ -258,11 +259,14 @@ class RecurrentLayer(nn.Module):
     def extra_repr(self):
         return _extra_repr(self, ["num_layers", "batch_first", "dropout", "bidirectional"])
 
-    def step(self, x_proj, state, weight_hh, bias_hh):
-        raise NotImplementedError
-
     def forward(self, x, hx=None):
-        x = self._batch_first(x)  # (B, T, input_size)
+        """Check x and hx, then run `_forward` (which course_lib's models call)."""
+        self._check_inputs(x, hx)
+        return self._forward(x, hx)
+
+    def _forward(self, x, hx=None):
+        """The layers' arithmetic (see the class docstring), inputs unchecked."""
+        x = x if self.batch_first else x.transpose(0, 1)  # (B, T, input_size)
         hx = self._initial_state(hx, x)  # (L*D, B, H), or a tuple (h, c) of them for the LSTM
         finals = []
         for layer in range(self.num_layers):
@@ -271,7 +275,8 @@ class RecurrentLayer(nn.Module):
             outputs = []
             for direction in range(self.num_directions):
                 k = layer * self.num_directions + direction  # this (layer, direction)'s row of hx
-                output, final = self._run(x, _state_row(hx, k), layer, direction)
+                state = tuple(s[k] for s in hx) if isinstance(hx, tuple) else hx[k]  # (B, H), or (h, c)
+                output, final = self._run(x, state, layer, direction)
                 outputs.append(output)  # (B, T, H)
                 finals.append(final)  # (B, H), or a tuple of them
             x = torch.cat(outputs, dim=-1)  # (B, T, D*H): the next layer's input
@@ -290,21 +295,23 @@ class RecurrentLayer(nn.Module):
             hs[t] = state[0] if isinstance(state, tuple) else state  # h_t: (B, H)
         return torch.stack(hs, dim=1), state  # (B, T, H), final state
 
-    def _batch_first(self, x):
-        """Check x and return it as (B, T, input_size)."""
+    def _initial_state(self, hx, x):
+        """hx, or zeros (L*D, B, H) if None; x (B, T, input_size)."""
+        shape = (self.num_layers * self.num_directions, x.shape[0], self.hidden_size)  # (L*D, B, H)
+        return x.new_zeros(shape) if hx is None else hx
+
+    def _check_inputs(self, x, hx):
+        """x (B, T, input_size) (or (T, B, input_size)) with T >= 1; hx (L*D, B, H) or None."""
         layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
         check_rnn_input(self, x, layouts=[f"{layout} (batch_first={self.batch_first})"], dims=(3,))
         if x.shape[1 if self.batch_first else 0] == 0:
             raise ValueError(f"x of shape {shape_of(x)} has no time steps: T must be at least 1")
-        return x if self.batch_first else x.transpose(0, 1)
+        B = x.shape[0 if self.batch_first else 1]
+        self._check_state(hx, (self.num_layers * self.num_directions, B, self.hidden_size))
 
-    def _initial_state(self, hx, x, name="hx"):
-        """hx checked and returned as (L*D, B, H) (zeros if None)."""
-        expected = (self.num_layers * self.num_directions, x.shape[0], self.hidden_size)
-        if hx is None:
-            return x.new_zeros(expected)  # (L*D, B, H)
-        check_rnn_state(self, name, hx, expected, "(num_layers * num_directions, B, hidden_size)")
-        return hx
+    def _check_state(self, hx, expected, layout="(num_layers * num_directions, B, hidden_size)"):
+        if hx is not None:
+            check_rnn_state(self, "hx", hx, expected, layout)
 
 
 class RNN(RecurrentLayer):
@@ -342,9 +349,11 @@ class LSTM(RecurrentLayer):
         return lstm_step(x_proj, state, weight_hh, bias_hh)
 
     def _initial_state(self, hx, x):
-        h0, c0 = split_lstm_state(self, hx)
-        return (super()._initial_state(h0, x, name="hx[0] (h_0)"),  # (L*D, B, H)
-                super()._initial_state(c0, x, name="hx[1] (c_0)"))  # (L*D, B, H)
+        h0, c0 = (None, None) if hx is None else hx
+        return super()._initial_state(h0, x), super()._initial_state(c0, x)  # (L*D, B, H) each
+
+    def _check_state(self, hx, expected, layout="(num_layers * num_directions, B, hidden_size)"):
+        check_lstm_state(self, hx, expected, layout, ("hx[0] (h_0)", "hx[1] (c_0)"))
 
 
 class GRU(RecurrentLayer):
@@ -421,16 +430,6 @@ def _uniform_init(params, hidden_size):
     bound = 1 / math.sqrt(hidden_size)
     for p in params:
         nn.init.uniform_(p, -bound, bound)
-
-
-def _map_state(fn, state):
-    """fn applied to the state: a tensor, or each tensor of the LSTM's (h, c)."""
-    return tuple(fn(s) for s in state) if isinstance(state, tuple) else fn(state)
-
-
-def _state_row(hx, k):
-    """Row k of the state: hx[k] (B, H), or (h[k], c[k]) for the LSTM."""
-    return _map_state(lambda s: s[k], hx)
 
 
 def _stack_states(states):

@@ -23,9 +23,7 @@ Three decoders differ in what a step t sees of the source:
         s_t = RNN(embed(y_{t-1}) [; h~_{t-1}], s_{t-1})
         a_tj = softmax_j(score(s_t, h_j));   c_t = sum_j a_tj h_j
         h~_t = tanh(W_c [c_t; s_t]);   p(y_t) = softmax(W_s h~_t)
-    Local attention (window D) only looks at positions |j - p_t| <= D: p_t = t
-    ("monotonic", local-m) or p_t = S * sigmoid(v_p^T tanh(W_p s_t)) ("predictive",
-    local-p, whose weights are also multiplied by exp(-(j - p_t)^2 / (2 (D/2)^2))).
+    Local attention (`local_weights`) looks at |j - p_t| <= D only: p_t = t or predicted.
 
 Scores: `attention.make_score`. Recurrent parts: `course_lib.rnn`. Decoding: `course_lib.decoding`
 (greedy, beam, sampling) over `Seq2Seq.start` (encode) and `Seq2Seq.step` (one token);
@@ -46,7 +44,8 @@ import torch.nn.functional as F
 
 from . import attention as A
 from . import decoding, rnn
-from ._checks import check_bool, check_choice, check_ids, check_int, check_lengths, check_same_batch
+from ._checks import (check_bool, check_choice, check_decoder_step, check_int, check_local_inputs,
+                      check_seq2seq_inputs, check_source)
 
 __all__ = ["local_weights", "reverse_padded", "Memory", "Encoder", "RNNDecoder", "BahdanauDecoder",
            "LuongDecoder", "Seq2Seq", "build_model", "seq2seq_loss", "sequence_log_prob", "translate",
@@ -70,10 +69,11 @@ def local_weights(scores, mask, p, window, gaussian=True):
     scores: (B, T, S), mask: (B, S) bool (True = real position), p: (B, T) window centres
         ->  weights: (B, T, S)
     """
+    check_local_inputs(scores, mask, p)
     j = torch.arange(scores.shape[-1], device=scores.device)  # (S,)
     dist = j - p[..., None]  # (B, T, S): distance of each position from the centre
     allowed = mask[:, None, :] & (dist.abs() <= window)  # (B, T, S)
-    weights = A.masked_softmax(scores, allowed)  # (B, T, S)
+    weights = A._masked_softmax(scores, allowed)  # (B, T, S)
     if gaussian:
         sigma = max(window / 2, 0.5)
         weights = weights * torch.exp(-dist**2 / (2 * sigma**2))
@@ -133,13 +133,15 @@ class Encoder(nn.Module):
         self.rnn_backward = layer(embed_size, hidden_size) if bidirectional else None
 
     def forward(self, src, src_len):
-        check_ids("src", src)
-        src_len = check_lengths("src_len", src_len, src.shape[0], src.shape[1]).to(src.device)
+        return self._forward(src, check_source(src, src_len))
+
+    def _forward(self, src, src_len):
+        """The encoder's arithmetic, inputs unchecked (`forward` and `Seq2Seq.forward` check them)."""
         mask = torch.arange(src.shape[1], device=src.device) < src_len[:, None]  # (B, S)
         x = self.embed(src)  # (B, S, E)
-        outputs = self.rnn(x)[0]  # (B, S, H)
+        outputs = self.rnn._forward(x)[0]  # (B, S, H)
         if self.bidirectional:
-            backward = reverse_padded(self.rnn_backward(reverse_padded(x, src_len))[0], src_len)
+            backward = reverse_padded(self.rnn_backward._forward(reverse_padded(x, src_len))[0], src_len)
             outputs = torch.cat([outputs, backward], dim=-1)  # (B, S, 2H)
         outputs = outputs * mask[..., None]  # zero at padding
         last = (src_len - 1).view(-1, 1, 1).expand(-1, 1, self.hidden_size)
@@ -177,13 +179,12 @@ class _Decoder(nn.Module):
         return state
 
     def _rnn(self, x, state):
-        """One unchecked step of the cell (`rnn.gru_step`/`lstm_step` on its weights) -> new state dict."""
-        new, cell = dict(state), self.cell
-        x_proj = F.linear(x, cell.weight_ih, cell.bias_ih)  # (B, G*H): as the cell's forward
+        """One step of the recurrent cell (its unchecked `_forward`): returns the new state dict."""
+        new = dict(state)
         if self.cell_kind == "lstm":
-            new["h"], new["c"] = rnn.lstm_step(x_proj, (state["h"], state["c"]), cell.weight_hh, cell.bias_hh)
+            new["h"], new["c"] = self.cell._forward(x, (state["h"], state["c"]))
         else:
-            new["h"] = rnn.gru_step(x_proj, state["h"], cell.weight_hh, cell.bias_hh)
+            new["h"] = self.cell._forward(x, state["h"])
         return new
 
     def _unroll(self, x, state):
@@ -194,11 +195,16 @@ class _Decoder(nn.Module):
             s.append(state["h"])
         return torch.stack(s, 1), state
 
+    def step(self, y_prev, state):
+        """Check y_prev (B,) and the state, then run `_step` (which the model's forward calls)."""
+        check_decoder_step(y_prev, state, self.embed.num_embeddings, self.bridge.in_features)
+        return self._step(y_prev, state)
+
     def forward(self, tgt_in, state):
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None."""
         logits, weights = [], []
         for t in range(tgt_in.shape[1]):
-            step_logits, state, w = self.step(tgt_in[:, t], state)
+            step_logits, state, w = self._step(tgt_in[:, t], state)
             logits.append(step_logits)
             weights.append(w)
         return torch.stack(logits, 1), (None if weights[0] is None else torch.stack(weights, 1))
@@ -215,7 +221,7 @@ class RNNDecoder(_Decoder):
         super().__init__(vocab_size, embed_size, hidden_size, enc_size, embed_size, cell, pad_id)
         self.out = nn.Linear(hidden_size, vocab_size)
 
-    def step(self, y_prev, state):
+    def _step(self, y_prev, state):
         state = self._rnn(self.embed(y_prev), state)  # (B, H)
         return self.out(state["h"]), state, None  # (B, V)
 
@@ -239,12 +245,12 @@ class BahdanauDecoder(_Decoder):
         self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
         self.out = nn.Linear(hidden_size + enc_size + embed_size, vocab_size)
 
-    def step(self, y_prev, state):
+    def _step(self, y_prev, state):
         memory = state["memory"]
         e = self.embed(y_prev)  # (B, E)
         scores = self.score(state["h"][:, None], memory.outputs)  # (B, 1, S), from s_{t-1}
-        context, weights = A.attend(scores, memory.outputs, memory.mask[:, None])  # (B, 1, H_enc)
-        context = context.squeeze(1)  # (B, H_enc)
+        weights = A._masked_softmax(scores, memory.mask[:, None])  # (B, 1, S): softmax over real positions
+        context = (weights @ memory.outputs).squeeze(1)  # (B, H_enc) = sum_j a_tj h_j
         state = self._rnn(torch.cat([e, context], -1), state)  # s_t: (B, H)
         logits = self.out(torch.cat([state["h"], context, e], -1))  # (B, V)
         return logits, state, weights.squeeze(1)  # weights: (B, S)
@@ -265,10 +271,8 @@ class LuongDecoder(_Decoder):
                  pad_id=0, max_src_len=None, window=None, local="predictive", input_feeding=False):
         rnn_input = embed_size + (hidden_size if input_feeding else 0)
         super().__init__(vocab_size, embed_size, hidden_size, enc_size, rnn_input, cell, pad_id)
-        if window is not None:
-            check_int("window", window, minimum=0)
-        check_choice("local", local, ("predictive", "monotonic"))
-        self.window, self.local = window, local
+        self.window = None if window is None else check_int("window", window, minimum=0)
+        self.local = check_choice("local", local, ("predictive", "monotonic"))
         self.input_feeding = check_bool("input_feeding", input_feeding)
         self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
         self.W_c = nn.Linear(enc_size + hidden_size, hidden_size, bias=False)
@@ -287,7 +291,7 @@ class LuongDecoder(_Decoder):
     def attention(self, s, memory, t):
         """Attend from states s (B, T, H) at steps t (B, T) -> context (B, T, H_enc), weights (B, T, S)."""
         scores = self.score(s, memory.outputs)  # (B, T, S)
-        if self.window is None:  # global attention: A.attend's arithmetic, without its checks
+        if self.window is None:  # global attention
             weights = A._masked_softmax(scores, memory.mask[:, None, :])  # (B, T, S)
             return weights @ memory.outputs, weights
         if self.local == "monotonic":
@@ -303,7 +307,7 @@ class LuongDecoder(_Decoder):
         h_tilde = torch.tanh(self.W_c(torch.cat([context, s], -1)))  # (..., H)
         return self.out(h_tilde), h_tilde
 
-    def step(self, y_prev, state):
+    def _step(self, y_prev, state):
         x = self.embed(y_prev)  # (B, E)
         if self.input_feeding:
             x = torch.cat([x, state["feed"]], -1)  # (B, E + H)
@@ -325,7 +329,7 @@ class LuongDecoder(_Decoder):
 
 
 # ---------------------------------------------------------------------------
-# 4. The model: training pass, decoding step
+# 4. The model: training pass, decoding step; strings in, strings out
 # ---------------------------------------------------------------------------
 
 class Seq2Seq(nn.Module):
@@ -344,16 +348,17 @@ class Seq2Seq(nn.Module):
         return self.encoder(src, src_len)
 
     def forward(self, src, src_len, tgt_in):
-        check_ids("tgt_in", tgt_in)
-        check_same_batch("src", src, "tgt_in", tgt_in)
-        return self.decoder(tgt_in, self.start(src, src_len))
+        src_len = check_seq2seq_inputs(src, src_len, tgt_in)  # the one check; unchecked inside
+        state = self.decoder.init_state(self.encoder._forward(src, src_len))  # s_0, the memory
+        return self.decoder(tgt_in, state)  # teacher forcing: (B, T, V), (B, T, S) or None
 
     def start(self, src, src_len):
         """Encode the source once: the decoder's initial state, which holds the memory."""
         return self.decoder.init_state(self.encode(src, src_len))
 
     def step(self, y, state):
-        logits, state, _ = self.decoder.step(y, state)
+        """One decoding step from `start`'s state, unchecked (y: the model's own tokens)."""
+        logits, state, _ = self.decoder._step(y, state)
         return logits, state
 
 
@@ -382,10 +387,8 @@ def build_model(src_vocab_size, tgt_vocab_size, attention=None, score=None, hidd
 
 
 def seq2seq_loss(model, batch, pad_id=0):
-    """Teacher-forced cross-entropy per target token (padding ignored).
-
-    batch: the dict of `data.encode_pairs` (src, src_len, tgt_in, tgt_out).
-    """
+    """Teacher-forced cross-entropy per target token (padding ignored); batch: the dict of
+    `data.encode_pairs` (src, src_len, tgt_in, tgt_out)."""
     logits, _ = model(batch["src"], batch["src_len"], batch["tgt_in"])  # (B, T, V)
     return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=pad_id)
 
@@ -397,10 +400,6 @@ def sequence_log_prob(model, src, src_len, tgt_in, tgt_out, pad_id=0):
     logp = logits.log_softmax(-1).gather(-1, tgt_out.clamp_min(0)[..., None]).squeeze(-1)  # (B, T)
     return (logp * (tgt_out != pad_id)).sum(-1)
 
-
-# ---------------------------------------------------------------------------
-# 5. Strings in, strings out
-# ---------------------------------------------------------------------------
 
 @torch.no_grad()
 def translate(model, sources, src_vocab, tgt_vocab, max_len=None, beam_size=1, length_penalty=0.0,
