@@ -9,8 +9,12 @@ its layers' `_forward`, a layer its attentions' `_forward`, multi-head attention
 - frames: every Python frame run in `_checks.py`, helpers called by a check included.
 
 Before this change one forward of chapter 9's Transformer (2 + 2 layers) ran 135 frames in 39
-check calls, MultiHeadAttention 19 frames. A learner who calls a layer directly must still get an
-error naming the argument and its shape: the last tests pass bad input to the inner layers.
+check calls, MultiHeadAttention 19 frames. The seq2seq models (9 target tokens) made 5 (no
+attention), 8 (Luong), 10 (Luong local) and 50 (Bahdanau) check calls, MaskedLM 5: now the
+encoder, the RNN cells and layers and the decoders' `_step` run unchecked inside a forward; only
+a score module called at every step (Bahdanau, Luong's input feeding) still checks its own inputs
+there, once per step. A learner who calls a layer directly must still get an error naming the
+argument and its shape: the last tests pass bad input to the inner layers.
 """
 
 import inspect
@@ -19,9 +23,10 @@ import sys
 import pytest
 import torch
 
-from course_lib import _checks
+from course_lib import _checks, decoding, rnn
 from course_lib import attention as A
 from course_lib import seq2seq as S
+from course_lib.mlm import MaskedLM
 from course_lib.multihead import KVCache, MultiHeadAttention
 from course_lib.transformer import (
     Decoder,
@@ -64,7 +69,22 @@ def _transformer(norm_first=False):
 
 def _seq2seq(**kw):
     torch.manual_seed(0)
-    return S.build_model(20, 20, hidden_size=16, embed_size=8, **kw).eval()
+    return S.build_model(20, 20, hidden_size=16, embed_size=8, max_src_len=12, **kw).eval()
+
+
+SEQ2SEQ = {  # the models whose forward checks its inputs once: <= 3 check calls, whatever the target
+    "Seq2Seq, no attention (GRU)": dict(attention=None),
+    "Seq2Seq, no attention (LSTM, bidirectional)": dict(attention=None, cell="lstm", bidirectional=True),
+    "Seq2Seq, Luong global": dict(attention="luong"),
+    "Seq2Seq, Luong global, location score": dict(attention="luong", score="location"),
+    "Seq2Seq, Luong local-p": dict(attention="luong", window=2),
+    "Seq2Seq, Luong local-m (LSTM)": dict(attention="luong", window=2, local="monotonic", cell="lstm"),
+}
+STEPWISE = {  # the decoders that score at every step: the score module checks its own inputs
+    "Seq2Seq, Bahdanau": dict(attention="bahdanau"),
+    "Seq2Seq, Bahdanau (LSTM, bidirectional)": dict(attention="bahdanau", cell="lstm", bidirectional=True),
+    "Seq2Seq, Luong input feeding": dict(attention="luong", input_feeding=True),
+}
 
 
 def _cases():
@@ -82,6 +102,12 @@ def _cases():
     encoder, decoder = Encoder(2, D, H, 32), Decoder(2, D, H, 32)
     src, tgt_in = torch.randint(3, 20, (2, 10), generator=g), torch.randint(3, 20, (2, 9), generator=g)
     post_ln, pre_ln = _transformer(), _transformer(norm_first=True)
+    src_len = torch.tensor([10, 7])
+    seq2seq = {name: _seq2seq(**kw) for name, kw in SEQ2SEQ.items()}
+    cells = {cls: cls(D, 8) for cls in (rnn.RNNCell, rnn.GRUCell, rnn.LSTMCell)}
+    layers = {cls: cls(D, 8, num_layers=2, bidirectional=True) for cls in (rnn.RNN, rnn.GRU, rnn.LSTM)}
+    h0, hx = torch.randn(2, 8, generator=g), torch.randn(4, 2, 8, generator=g)
+    mlm = MaskedLM(19, d_model=D, num_heads=H, num_layers=4, d_ff=32, max_len=20).eval()
 
     def cached_attention():
         cache = KVCache()
@@ -105,6 +131,16 @@ def _cases():
         "Transformer (2 + 2 layers, post-LN)": (lambda: post_ln(src, tgt_in), True),
         "Transformer (2 + 2 layers, pre-LN)": (lambda: pre_ln(src, tgt_in), True),
         "Transformer.start": (lambda: post_ln.start(src), True),
+        **{name: (lambda m=m: m(src, src_len, tgt_in), False) for name, m in seq2seq.items()},
+        "Seq2Seq.start": (lambda: seq2seq["Seq2Seq, Luong global"].start(src, src_len), False),
+        "Encoder": (lambda: seq2seq["Seq2Seq, Luong global"].encoder(src, src_len), False),
+        "RNNCell, hx": (lambda: cells[rnn.RNNCell](x[:, 0], h0), False),
+        "GRUCell, hx": (lambda: cells[rnn.GRUCell](x[:, 0], h0), False),
+        "LSTMCell, (h, c)": (lambda: cells[rnn.LSTMCell](x[:, 0], (h0, h0)), False),
+        "RNN (2 layers, bidirectional), hx": (lambda: layers[rnn.RNN](x, hx), False),
+        "GRU (2 layers, bidirectional), hx": (lambda: layers[rnn.GRU](x, hx), False),
+        "LSTM (2 layers, bidirectional), (h, c)": (lambda: layers[rnn.LSTM](x, (hx, hx)), False),
+        "MaskedLM (4 layers)": (lambda: mlm(src), True),
     }
 
 
@@ -122,23 +158,61 @@ def test_one_check_per_entry_point():
     assert counts["Transformer (2 + 2 layers, post-LN)"][0] == (3, 3)  # src, tgt_in, same batch
 
 
-@pytest.mark.parametrize("attention", [None, "luong"])
-def test_seq2seq_checks_do_not_grow_with_the_target(attention):
-    """The decoders no longer re-check at every step: the count of a teacher-forced forward is
-    the same for 3 and 12 target tokens. Not yet <= 3: the encoder (shown whole by chapter 3)
-    checks src and src_len and its GRU checks x, and Bahdanau's step (shown by chapter 4) checks
-    its scores at every step; changing that code means re-executing those pages."""
-    model = _seq2seq(attention=attention)
+def _seq2seq_counts(model, lengths=(3, 12)):
     src, src_len = torch.randint(3, 20, (2, 10)), torch.tensor([10, 7])
-    short, long = torch.randint(3, 20, (2, 3)), torch.randint(3, 20, (2, 12))
-    n_short, n_long = (
-        count_checks(lambda: model(src, src_len, short)),
-        count_checks(lambda: model(src, src_len, long)),
-    )
-    print(
-        f"  seq2seq attention={attention}: {n_short[0]} check calls for 3 target tokens, {n_long[0]} for 12"
-    )
-    assert n_short == n_long
+    targets = [torch.randint(3, 20, (2, T)) for T in lengths]
+    return [count_checks(lambda tgt=tgt: model(src, src_len, tgt))[0] for tgt in targets]
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_seq2seq_checks_once_whatever_the_target(name):
+    """The encoder and the decoders run unchecked inside a forward (`Encoder._forward`, the cells'
+    `_forward`, the decoders' `_step`): the count is the same for 3 and 12 target tokens."""
+    short, long = _seq2seq_counts(_seq2seq(**SEQ2SEQ[name]))
+    print(f"  {name}: {short} check calls for 3 target tokens, {long} for 12")
+    assert short == long <= 3
+
+
+@pytest.mark.parametrize("name", STEPWISE)
+def test_stepwise_decoders_check_nothing_per_step_but_the_score(name):
+    """Bahdanau's decoder (and Luong's with input feeding) scores at every step, and calls its
+    score module as a module (chapter 4 and benchmarks/bench_seq2seq.py observe it with a forward
+    hook, and the benchmarks swap it): that module's one input check is the only per-step check."""
+    model = _seq2seq(**STEPWISE[name])
+    short, long = _seq2seq_counts(model)
+    q, k = torch.randn(2, 1, 16), torch.randn(2, 10, model.encoder.output_size)
+    per_score = count_checks(lambda: model.decoder.score(q, k))[0]
+    print(f"  {name}: {short} check calls for 3 target tokens, {long} for 12 ({per_score} per score call)")
+    assert per_score == 1
+    assert long - short == 9 * per_score
+    assert short - 3 * per_score <= 3
+
+
+def test_greedy_decoding_without_attention_checks_once():
+    """Decoding checks the source once (`start`); `Seq2Seq.step` runs the decoder's `_step`."""
+    model = _seq2seq()
+    src, src_len, y0 = torch.randint(3, 20, (2, 10)), torch.tensor([10, 7]), torch.ones(2, dtype=torch.long)
+
+    def greedy(n):
+        return lambda: decoding.greedy(model.step, y0, model.start(src, src_len), n)
+
+    def beam(n):
+        return lambda: decoding.beam_search(model.step, y0, model.start(src, src_len), n, 3)
+
+    assert count_checks(greedy(3)) == count_checks(greedy(12))
+    assert count_checks(beam(3)) == count_checks(beam(12))
+    assert count_checks(greedy(12))[0] <= 3 and count_checks(beam(12))[0] <= 3
+
+
+@pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
+def test_the_unchecked_step_gives_the_checked_steps_numbers(attention):
+    """`step` (checked) and `_step` (what the forward and decoding run) compute the same thing."""
+    model = _seq2seq(attention=attention)
+    src, src_len, y = torch.randint(3, 20, (2, 10)), torch.tensor([10, 7]), torch.tensor([1, 5])
+    with torch.no_grad():
+        checked = model.decoder.step(y, model.start(src, src_len))
+        unchecked = model.decoder._step(y, model.start(src, src_len))
+    assert torch.equal(checked[0], unchecked[0]) and torch.equal(checked[1]["h"], unchecked[1]["h"])
 
 
 def test_the_stacks_unchecked_route_is_the_layers_arithmetic():
@@ -158,6 +232,18 @@ def test_the_stacks_unchecked_route_is_the_layers_arithmetic():
 # ---------------------------------------------------------------------------
 # A learner calling an inner layer directly still gets a clear error
 # ---------------------------------------------------------------------------
+
+_S2S = _seq2seq(attention="bahdanau")
+_SRC, _SRC_LEN = torch.randint(3, 20, (2, 10)), torch.tensor([10, 7])
+
+
+def _swapped_memory(**changes):
+    import dataclasses
+
+    state = _S2S.start(_SRC, _SRC_LEN)
+    state["memory"] = dataclasses.replace(state["memory"], **changes)
+    return state
+
 
 ENC, DEC, MHA = EncoderLayer(D, H, 32), DecoderLayer(D, H, 32), MultiHeadAttention(D, H)
 X, MEMORY = torch.randn(2, 5, D), torch.randn(2, 7, D)
@@ -219,6 +305,38 @@ X, MEMORY = torch.randn(2, 5, D), torch.randn(2, 7, D)
             r"mask of shape \(4, 4\) does not broadcast to the scores' shape \(2, 5, 5\)",
         ),
         (lambda: A.attend(torch.randn(2, 5, 7), X), ValueError, r"scores of shape \(2, 5, 7\) weigh 7 keys"),
+        (
+            lambda: _S2S.decoder.step(torch.tensor([[1], [2]]), _S2S.start(_SRC, _SRC_LEN)),
+            ValueError,
+            r"y_prev must be a \(B,\) tensor of token ids, got shape \(2, 1\)",
+        ),
+        (
+            lambda: _S2S.decoder.step(torch.tensor([1, 20]), _S2S.start(_SRC, _SRC_LEN)),
+            ValueError,
+            r"y_prev has ids outside \[0, 20\)",
+        ),
+        (
+            lambda: _S2S.decoder.step(torch.tensor([1, 2]), _swapped_memory(mask=torch.ones(2, 11).bool())),
+            ValueError,
+            r"memory.mask must be a bool tensor \(B, S\) = \(2, 10\) .* got \(2, 11\)",
+        ),
+        (
+            lambda: _S2S.decoder.step(torch.tensor([1, 2]), _swapped_memory(mask=torch.ones(2, 10))),
+            ValueError,
+            r"memory.mask must be a bool tensor .* got \(2, 10\) torch.float32",
+        ),
+        (
+            lambda: _S2S.decoder.step(torch.tensor([1, 2]), _swapped_memory(outputs=torch.randn(2, 10, 8))),
+            ValueError,
+            r"memory.outputs must be \(B, S, H_enc\) = \(2, S, 16\) .* got \(2, 10, 8\)",
+        ),
+        (
+            lambda: S.local_weights(torch.randn(2, 3, 9), torch.ones(9).bool(), torch.zeros(2, 3), 2),
+            ValueError,
+            r"mask \(B, S\) bool and p \(B, T\); got scores \(2, 3, 9\), mask \(9,\)",
+        ),
+        (lambda: _S2S(_SRC, _SRC_LEN[:1], _SRC), ValueError, r"src_len must have shape \(B,\) = \(2,\)"),
+        (lambda: _S2S(_SRC, _SRC_LEN, _SRC[:1]), ValueError, r"src of shape \(2, 10\) and tgt_in of shape"),
     ],
 )
 def test_an_inner_layer_called_directly_names_the_bad_argument(call, error, message):
