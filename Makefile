@@ -28,14 +28,15 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 JS_OK  := node_modules/.installed
 EXECUTED := _build/executed
+GPT_ONNX := _build/gpt/gpt_capstone.onnx
 STUDENT_SRC := _build/student
 EDITIONS := _build/editions
 JB_BUILD := $(BIN)/jupyter-book build --all -W --keep-going
 
 .PHONY: setup executed book test test-inputs test-fast test-unit test-nbval-1 test-nbval-2 test-site \
-        student student-book learner editions pdf lint bench clean
+        student student-book learner editions pdf lint bench clean gpt-onnx
 
-setup: $(PY_OK) $(JS_OK)
+setup: $(PY_OK) $(JS_OK) $(GPT_ONNX)
 
 $(PY_OK): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,14 @@ $(PY_OK): requirements.txt pyproject.toml
 $(JS_OK): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# Chapter 10's trained GPT as ONNX, for the explorer that runs it in the reader's browser: exported
+# from the committed weights (course_lib/static/gpt_capstone.pt, tools/train_gpt_capstone.py), the
+# same bytes every time. _ext/course_site.py serves it on the site.
+gpt-onnx: $(GPT_ONNX)
+
+$(GPT_ONNX): course_lib/static/gpt_capstone.pt tools/export_gpt_onnx.py course_lib/gpt.py $(PY_OK)
+	$(BIN)/python tools/export_gpt_onnx.py --out $@
 
 # Every notebook of _toc.yml executed once (JOBS side by side) into _build/executed, with
 # its widget state; a notebook is executed again only when it, course_lib, benchmarks/ or
