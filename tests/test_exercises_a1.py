@@ -19,6 +19,7 @@ import torch.nn as nn
 from course_lib.exercises import REGISTRY, ExerciseFailure, a1, check_a1_exact_match
 from coursekit.grading import REFERENCES, hidden_cases
 from coursekit.grading.checks import a1 as ref
+from coursekit.grading.checks import a1_train as ref_train
 
 torch.set_num_threads(1)
 
@@ -59,7 +60,7 @@ GOAL_SEEDS = (10_000_019, 10_000_020, 77, 4321)  # the published visible seed, a
 @pytest.fixture(scope="module")
 def trained():
     with torch.random.fork_rng(devices=[]):
-        return {seed: ref.train_reference(seed) for seed in (0, 1, 2)}
+        return {seed: ref_train.train_reference(seed) for seed in (0, 1, 2)}
 
 
 def test_the_goal_holds_for_the_reference_build_on_every_seed(trained, capsys):
@@ -170,7 +171,7 @@ def test_every_route_to_the_library_loss_is_refused(route):
             value = -(logp.gather(-1, t[:, None]).squeeze(-1) * real).sum() / real.sum()
         else:
             value = nn.CrossEntropyLoss(ignore_index=pad)(flat, t)
-        return (value, *ref.sequence_loss(logits, tgt, pad)[1:])
+        return (value, *ref_train.sequence_loss(logits, tgt, pad)[1:])
 
     _fails_off_limits(REGISTRY["check_a1_sequence_loss"], loss, "cross-entropy")
 
@@ -179,11 +180,11 @@ def test_the_library_clipping_and_schedulers_are_refused():
     def by_other_scheduler(model, batches, steps, peak_lr, warmup, max_norm):
         optimizer = torch.optim.Adam(model.parameters(), lr=peak_lr)
         torch.optim.lr_scheduler.LinearLR(optimizer, 1.0 / warmup, 1.0, warmup)
-        return ref.train(model, batches, steps, peak_lr, warmup, max_norm)
+        return ref_train.train(model, batches, steps, peak_lr, warmup, max_norm)
 
     def by_total_norm(model, batches, steps, peak_lr, warmup, max_norm):
         torch.nn.utils.get_total_norm(list(model.parameters()))
-        return ref.train(model, batches, steps, peak_lr, warmup, max_norm)
+        return ref_train.train(model, batches, steps, peak_lr, warmup, max_norm)
 
     _fails_off_limits(REGISTRY["check_a1_train"], by_other_scheduler, "torch.optim.lr_scheduler")
     _fails_off_limits(REGISTRY["check_a1_train"], by_total_norm, "get_total_norm")
@@ -192,9 +193,9 @@ def test_the_library_clipping_and_schedulers_are_refused():
 def test_the_library_beam_search_is_refused_even_when_caught():
     def sly(step, state, bos_id, eos_id, beam_size, max_len, alpha):
         try:
-            return ref._beam_by_library(step, state, bos_id, eos_id, beam_size, max_len, alpha)
+            return ref_train._beam_by_library(step, state, bos_id, eos_id, beam_size, max_len, alpha)
         except Exception:
-            return ref.beam_search(step, state, bos_id, eos_id, beam_size, max_len, alpha)
+            return ref_train.beam_search(step, state, bos_id, eos_id, beam_size, max_len, alpha)
 
     _fails_off_limits(REGISTRY["check_a1_beam_search"], sly, "course_lib.decoding")
 

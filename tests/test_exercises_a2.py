@@ -38,6 +38,8 @@ from course_lib.exercises import (
 from course_lib.exercises._variant import GOAL_OFFSET
 from coursekit.grading import hidden_cases
 from coursekit.grading.checks import a2 as ref
+from coursekit.grading.checks import a2_model as ref_model
+from coursekit.grading.checks import a2_train as ref_train
 
 torch.set_num_threads(1)
 NOTEBOOK = Path(__file__).resolve().parents[1] / "assignments" / "a2_transformer_from_blank.ipynb"
@@ -88,7 +90,7 @@ def test_held_out_numbers_never_reach_training_and_the_data_moves_with_the_seed(
 # --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained():
-    return [ref.trained_reference(seed) for seed in (0, 1, 2)]
+    return [ref_train.trained_reference(seed) for seed in (0, 1, 2)]
 
 
 @pytest.mark.slow
@@ -116,7 +118,7 @@ def test_a_typed_number_an_untrained_model_and_a_model_free_decoder_fail(trained
         with pytest.raises(ExerciseFailure, match="got the number"):
             check_a2_exact_match(typed)
     with pytest.raises(ExerciseFailure, match="the goal is at least"):
-        check_a2_exact_match((ref.reference_model().eval(), ref.greedy_decode))
+        check_a2_exact_match((ref_train.reference_model().eval(), ref_train.greedy_decode))
 
     def reads_the_words(model, src, max_len, bos_id, eos_id):
         """The right digits without the model: Python reads the words."""
@@ -148,7 +150,7 @@ def test_the_course_transformer_is_refused_inside_the_goal():
         max_len=32,
     )
     with pytest.raises(ExerciseFailure, match="called course_lib.transformer"):
-        check_a2_exact_match((Transformer(config), ref.greedy_decode))
+        check_a2_exact_match((Transformer(config), ref_train.greedy_decode))
 
 
 # --------------------------------------------------------------------------------------
@@ -185,9 +187,9 @@ def test_torch_module_classes_are_refused():
     with pytest.raises(ExerciseFailure, match="called torch.nn.MultiheadAttention"):
         check_a2_attention(ref._TorchAttention)
     with pytest.raises(ExerciseFailure, match="called torch.nn.TransformerEncoderLayer"):
-        check_a2_encoder_layer(ref.torch_layer_class(decoder=False))
+        check_a2_encoder_layer(ref_model.torch_layer_class(decoder=False))
     with pytest.raises(ExerciseFailure, match="called torch.nn.Transformer"):
-        check_a2_model(ref._torch_model())
+        check_a2_model(ref_model._torch_model())
 
     def by_generate_square_subsequent_mask(src, tgt_in, pad_id):
         future = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1]) < 0
@@ -203,7 +205,7 @@ def test_aten_operators_are_refused_however_reached():
     with pytest.raises(ExerciseFailure, match="called torch.nn.functional.scaled_dot_product"):
         check_a2_attention(ref._FusedAttention)
     with pytest.raises(ExerciseFailure, match="aten::nll_loss_forward"):
-        check_a2_smoothed_loss(ref._loss_by_cross_entropy)  # torch._C._nn.cross_entropy_loss
+        check_a2_smoothed_loss(ref_train._loss_by_cross_entropy)  # torch._C._nn.cross_entropy_loss
 
     def by_label_smoothing(logits, tgt_out, pad_id, eps):
         V = logits.shape[-1]
@@ -217,11 +219,11 @@ def test_aten_operators_are_refused_however_reached():
 
 def test_the_loss_in_the_training_step_and_the_schedulers_and_decoders_are_refused():
     with pytest.raises(ExerciseFailure, match="called torch.nn.functional.cross_entropy"):
-        check_a2_train_step(ref._train_step_by_library)
+        check_a2_train_step(ref_train._train_step_by_library)
     with pytest.raises(ExerciseFailure, match="called torch.optim.lr_scheduler"):
-        check_a2_lr_schedule(ref._lr_by_scheduler)
+        check_a2_lr_schedule(ref_train._lr_by_scheduler)
     with pytest.raises(ExerciseFailure, match="called course_lib.decoding"):
-        check_a2_greedy_decode(ref._decode_by_library)
+        check_a2_greedy_decode(ref_train._decode_by_library)
 
 
 def test_a_decoder_that_encodes_at_every_step_or_row_by_row_is_named(capsys):
@@ -237,7 +239,8 @@ def test_a_decoder_that_encodes_at_every_step_or_row_by_row_is_named(capsys):
 
     def row_by_row(model, src, max_len, bos_id, eos_id):
         rows = [
-            ref.greedy_decode(model, src[i : i + 1], max_len, bos_id, eos_id)[0] for i in range(src.shape[0])
+            ref_train.greedy_decode(model, src[i : i + 1], max_len, bos_id, eos_id)[0]
+            for i in range(src.shape[0])
         ]
         width = max(len(r) for r in rows)
         return torch.stack([F.pad(r, (0, width - len(r)), value=eos_id) for r in rows])

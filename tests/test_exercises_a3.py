@@ -31,6 +31,8 @@ from course_lib.exercises import (
 from course_lib.exercises._variant import GOAL_OFFSET
 from coursekit.grading import hidden_cases
 from coursekit.grading.checks import a3 as ref
+from coursekit.grading.checks import a3_generate as ref_generate
+from coursekit.grading.checks import a3_train as ref_train
 from coursekit.grading.variants import goal_hidden_seed
 
 torch.set_num_threads(1)
@@ -47,7 +49,7 @@ def test_the_goal_holds_for_the_trained_reference_on_three_seeds_with_a_margin(c
     seed and two other held-out seeds."""
     values = {}
     for seed in (0, 1, 2, 1_234_567_891):
-        trained = ref.train_reference(seed)
+        trained = ref_generate.train_reference(seed)
         held_out = (GOAL_OFFSET + seed, goal_hidden_seed(), 1, 2)
         values[seed] = [a3.heldout_bits_per_char(trained, s) for s in held_out]
     flat = [v for vs in values.values() for v in vs]
@@ -62,7 +64,7 @@ def test_the_goal_holds_for_the_trained_reference_on_three_seeds_with_a_margin(c
 
 
 def test_an_untrained_model_misses_the_bar_and_a_typed_number_earns_nothing():
-    model, tokenizer = ref._untrained()
+    model, tokenizer = ref_generate._untrained()
     assert a3.heldout_bits_per_char((model, tokenizer), 1) > 4.0  # about log2(512) / 2.1 = 4.3
     with pytest.raises(ExerciseFailure, match="the goal is at most"):
         check_a3_heldout_bpc((model, tokenizer))
@@ -123,7 +125,7 @@ def test_the_windows_are_held_out_drawn_from_the_seed_and_the_reference_measure_
         ids = tokenizer.encode(window)
         n_chars = len(window) - len(tokenizer.decode(ids[:1]))
         with torch.no_grad():
-            bits += ref.bits_per_char(model, torch.tensor(ids), n_chars, model.block_size) * n_chars
+            bits += ref_train.bits_per_char(model, torch.tensor(ids), n_chars, model.block_size) * n_chars
         chars += n_chars
     assert math.isclose(bits / chars, a3.heldout_bits_per_char((model, tokenizer), 5, n=3), rel_tol=1e-5)
 
@@ -205,15 +207,15 @@ def test_the_model_part_refuses_every_class_of_ready_made_attention(cls, label):
 
 
 def test_the_cached_generation_refuses_library_decoding_and_torchs_attention():
-    _refused(check_a3_generate_cached, ref._DecodingGPT, "course_lib.decoding")
-    _refused(check_a3_generate_cached, ref._SdpaCachedGPT, "F.scaled_dot_product_attention")
+    _refused(check_a3_generate_cached, ref_generate._DecodingGPT, "course_lib.decoding")
+    _refused(check_a3_generate_cached, ref_generate._SdpaCachedGPT, "F.scaled_dot_product_attention")
 
 
 def test_schedulers_and_clipping_are_refused_by_module_and_by_operator():
     def cosine_annealing(step, max_lr, warmup, total, min_lr):
         opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=max_lr)
         torch.optim.lr_scheduler.CosineAnnealingLR(opt, total)
-        return ref.lr_at(step, max_lr, warmup, total, min_lr)
+        return ref_train.lr_at(step, max_lr, warmup, total, min_lr)
 
     _refused(check_a3_lr_schedule, cosine_annealing, "torch.optim.lr_scheduler")
 
@@ -227,7 +229,7 @@ def test_schedulers_and_clipping_are_refused_by_module_and_by_operator():
         return loss.item(), float(norm)
 
     _refused(check_a3_train_step, by_total_norm, "torch.nn.utils.clip_grad")
-    _refused(check_a3_train_step, ref._clip_by_foreach, "torch.nn.utils.clip_grad_norm_")
+    _refused(check_a3_train_step, ref_train._clip_by_foreach, "torch.nn.utils.clip_grad_norm_")
 
 
 def test_the_samplers_and_the_goals_measure_are_refused():
@@ -248,5 +250,5 @@ def test_the_samplers_and_the_goals_measure_are_refused():
 def test_the_learners_own_attention_written_from_tensor_operations_passes_hidden_cases(capsys):
     with hidden_cases():
         check_a3_gpt(ref.GPT)
-        check_a3_generate_cached(ref.CachedGPT)
+        check_a3_generate_cached(ref_generate.CachedGPT)
     assert capsys.readouterr().out.count("hidden cases passed") == 2
