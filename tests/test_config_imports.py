@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from test_config_structure import find_circle  # the circle finder, tested there
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("course_lib", "coursekit")
@@ -45,30 +46,6 @@ def import_graph(package: str) -> dict[str, set[str]]:
     """module -> the modules of the same package it imports."""
     paths = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
     return {name: imported_modules(path, set(paths)) for name, path in paths.items()}
-
-
-def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import circle as a list of modules (first = last), or None (depth-first search)."""
-    state = {}
-
-    def visit(node, path):
-        state[node] = "open"
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == "open":
-                return path[path.index(nxt) :] + [nxt]
-            if nxt not in state:
-                found = visit(nxt, path + [nxt])
-                if found:
-                    return found
-        state[node] = "done"
-        return None
-
-    for start in sorted(graph):
-        if start not in state:
-            found = visit(start, [start])
-            if found:
-                return found
-    return None
 
 
 @pytest.mark.parametrize("package", PACKAGES)
