@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -60,11 +61,19 @@ def measure(browser, base, path, tokens):
         visit.close()
 
 
+def _cpu():
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "cpu"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=40)
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]  # the machine is shared: its load is part of the record
     with tempfile.TemporaryDirectory() as tmp:
         if (SITE / CHAPTER).exists():
             folder, path = SITE, CHAPTER
@@ -84,7 +93,8 @@ def main(argv=None):
         "runs": runs,
         "median": summary,
         "browser": "headless Chromium (Debian), onnxruntime-web WebAssembly, 1 thread",
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+        "machine": f"{platform.machine()}, {_cpu()}",
+        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
     }
     OUT.write_text(json.dumps(record, indent=1) + "\n")
     print(
