@@ -3,6 +3,7 @@ instructor-only pages."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from .markers import INSTRUCTOR_ONLY, ReleaseError
@@ -59,6 +60,25 @@ def _drop_instructor_entries(node) -> list[str]:
         else:
             del node[key]
     return removed
+
+
+def prepare_out(src: Path, out: Path, edition: str, force: bool = False) -> tuple[Path, Path]:
+    """(src, out) resolved, once ``src`` is the book's root and ``out`` may hold the ``edition``
+    ("student edition", ...): not inside the sources nor containing them, and empty unless
+    ``force`` (then it is removed)."""
+    src, out = Path(src).resolve(), Path(out).resolve()
+    if not (src / "_config.yml").is_file():
+        raise ReleaseError(f"{src} has no _config.yml: is it the book's root?")
+    if out == src or out in src.parents or src / "book" in (out, *out.parents):
+        raise ReleaseError(
+            f"refusing to write the {edition} to {out}: it would overwrite "
+            f"or be copied into the sources in {src}."
+        )
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise ReleaseError(f"{out} exists and is not empty (use --force to replace it).")
+        shutil.rmtree(out)
+    return src, out
 
 
 def find_root(start: Path | None = None) -> Path:

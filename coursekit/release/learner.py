@@ -30,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-from .files import book_files
+from .files import book_files, prepare_out
 from .markers import ReleaseError
 from .student import release_notebook, release_page
 
@@ -214,18 +214,7 @@ def fold(cell: nbformat.NotebookNode) -> None:
 
 def release_learner(src: Path, out: Path, student: bool = False, force: bool = False) -> int:
     """Write the learner edition of ``src/book`` to ``out/book``; return the pages written."""
-    src, out = Path(src).resolve(), Path(out).resolve()
-    if not (src / "_config.yml").is_file():
-        raise ReleaseError(f"{src} has no _config.yml: is it the book's root?")
-    if out == src or out in src.parents or src / "book" in (out, *out.parents):
-        raise ReleaseError(
-            f"refusing to write the learner edition to {out}: it would overwrite "
-            f"or be copied into the sources in {src}."
-        )
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise ReleaseError(f"{out} exists and is not empty (use --force to replace it).")
-        shutil.rmtree(out)
+    src, out = prepare_out(src, out, "learner edition", force)
     pages = 0
     for rel in (f for f in book_files(src) if f.parts[0] == "book"):
         dest = out / rel

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from .files import book_files, release_toc
+from .files import book_files, prepare_out, release_toc
 from .markers import (
     _CHECK_CALL,
     ANSWER_STUB,
@@ -148,18 +148,7 @@ def release_page(text: str, name: str) -> tuple[str, Stats]:
 
 def release_student(src: Path, out: Path, force: bool = False) -> Stats:
     """Write the student edition of the book in ``src`` to ``out``; return what was done."""
-    src, out = Path(src).resolve(), Path(out).resolve()
-    if not (src / "_config.yml").is_file():
-        raise ReleaseError(f"{src} has no _config.yml: is it the book's root?")
-    if out == src or out in src.parents or src / "book" in (out, *out.parents):
-        raise ReleaseError(
-            f"refusing to write the student edition to {out}: it would overwrite "
-            f"or be copied into the sources in {src}."
-        )
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise ReleaseError(f"{out} exists and is not empty (use --force to replace it).")
-        shutil.rmtree(out)
+    src, out = prepare_out(src, out, "student edition", force)
     stats = Stats()
     for rel in book_files(src):
         stats += _release_file(src / rel, out / rel, rel)
