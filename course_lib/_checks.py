@@ -329,6 +329,13 @@ def check_key_length(name, x, max_len):
         )
 
 
+def check_location_inputs(q, k, d_q, max_len):
+    """The location score's inputs: q (..., T_q, d_q) and, if given, k with at most max_len positions."""
+    check_last_dim("q", q, d_q, "d_q")
+    if k is not None:
+        check_key_length("k", k, max_len)
+
+
 def check_mask(name, mask, scores_shape):
     """mask, if given, must be a bool (True = allowed) or float tensor that broadcasts to the
     scores' shape (..., T_q, T_k) without adding dims."""

@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import (check_attention_tensor, check_int, check_key_length, check_last_dim, check_mask,
+from ._checks import (check_attention_tensor, check_int, check_location_inputs, check_mask,
                       check_mask_lengths, check_query_key, check_query_key_value, check_score_inputs,
                       check_scores_values, shape_of)
 
@@ -100,7 +100,17 @@ def cosine_score(q, k, scale=1.0, eps=1e-8):
     return scale * (q_unit @ k_unit.transpose(-2, -1))  # (..., T_q, T_k)
 
 
-class GeneralScore(nn.Module):
+class _Score(nn.Module):
+    """What the score modules share: check_inputs=False skips the checks of q and k (the seq2seq
+    decoders build theirs so: a model checks its inputs once, where a learner calls in, and then
+    scores at every step; called as a module, a score can still be hooked or swapped)."""
+
+    def __init__(self, check_inputs=True):
+        super().__init__()
+        self.check_inputs = check_inputs
+
+
+class GeneralScore(_Score):
     """Luong's "general" score: score(q_i, k_j) = q_i^T W k_j, i.e. q W k^T.
 
     A learned bilinear form; it lets queries and keys live in different spaces
@@ -109,17 +119,18 @@ class GeneralScore(nn.Module):
     forward(q, k): q (..., T_q, d_q), k (..., T_k, d_k)  ->  scores (..., T_q, T_k)
     """
 
-    def __init__(self, d_q, d_k):
-        super().__init__()
+    def __init__(self, d_q, d_k, check_inputs=True):
+        super().__init__(check_inputs)
         self.d_q, self.d_k = d_q, d_k
         self.W = nn.Linear(d_k, d_q, bias=False)  # k -> W k
 
     def forward(self, q, k):
-        check_score_inputs(q, k, self.d_q, self.d_k)
+        if self.check_inputs:
+            check_score_inputs(q, k, self.d_q, self.d_k)
         return q @ self.W(k).transpose(-2, -1)  # q . (W k): (..., T_q, T_k)
 
 
-class AdditiveScore(nn.Module):
+class AdditiveScore(_Score):
     """Bahdanau's additive score (Luong's "concat"): v^T tanh(W_q q_i + W_k k_j).
 
     A one-hidden-layer network of width d_hidden scores every (query, key) pair.
@@ -127,22 +138,23 @@ class AdditiveScore(nn.Module):
     forward(q, k): q (..., T_q, d_q), k (..., T_k, d_k)  ->  scores (..., T_q, T_k)
     """
 
-    def __init__(self, d_q, d_k, d_hidden):
-        super().__init__()
+    def __init__(self, d_q, d_k, d_hidden, check_inputs=True):
+        super().__init__(check_inputs)
         self.d_q, self.d_k = d_q, d_k
         self.W_q = nn.Linear(d_q, d_hidden, bias=False)
         self.W_k = nn.Linear(d_k, d_hidden, bias=False)
         self.v = nn.Linear(d_hidden, 1, bias=False)
 
     def forward(self, q, k):
-        check_score_inputs(q, k, self.d_q, self.d_k)
+        if self.check_inputs:
+            check_score_inputs(q, k, self.d_q, self.d_k)
         q_h = self.W_q(q).unsqueeze(-2)  # (..., T_q, 1, d_hidden)
         k_h = self.W_k(k).unsqueeze(-3)  # (..., 1, T_k, d_hidden)
         hidden = torch.tanh(q_h + k_h)  # (..., T_q, T_k, d_hidden)
         return self.v(hidden).squeeze(-1)  # (..., T_q, T_k)
 
 
-class LocationScore(nn.Module):
+class LocationScore(_Score):
     """Luong's "location" score: scores = W q_i, from the query alone.
 
     Luong et al. (2015) define a_t = softmax(W_a h_t): the decoder state decides
@@ -156,55 +168,63 @@ class LocationScore(nn.Module):
         ->  scores (..., T_q, T), or (..., T_q, T_k) when k is None
     """
 
-    def __init__(self, d_q, T_k):
-        super().__init__()
+    def __init__(self, d_q, T_k, check_inputs=True):
+        super().__init__(check_inputs)
         self.d_q, self.T_k = d_q, T_k
         self.W = nn.Linear(d_q, T_k, bias=False)  # q -> W q
 
     def forward(self, q, k=None):
-        check_last_dim("q", q, self.d_q, "d_q")
+        if self.check_inputs:
+            check_location_inputs(q, k, self.d_q, self.T_k)
         scores = self.W(q)  # (..., T_q, T_k)
         if k is None:
             return scores
-        check_key_length("k", k, self.T_k)
         return scores[..., : k.shape[-2]]  # (..., T_q, T) for keys of length T
 
 
-class CosineScore(nn.Module):
+class CosineScore(_Score):
     """Cosine score with a learned temperature: exp(log_scale) * cos(q_i, k_j).
 
     The cosine alone lies in [-1, 1], too flat for a sharp softmax; the learned
-    scale (initially `scale`) lets the model sharpen it. Uses `cosine_score`.
+    scale (initially `scale`) lets the model sharpen it. The arithmetic of `cosine_score`.
     """
 
-    def __init__(self, scale=5.0):
-        super().__init__()
+    def __init__(self, scale=5.0, check_inputs=True):
+        super().__init__(check_inputs)
         self.log_scale = nn.Parameter(torch.tensor(float(scale)).log())
 
     def forward(self, q, k):
-        return cosine_score(q, k, scale=self.log_scale.exp())
+        if self.check_inputs:
+            check_query_key(q, k)
+        q_unit, k_unit = F.normalize(q, dim=-1, eps=1e-8), F.normalize(k, dim=-1, eps=1e-8)
+        return self.log_scale.exp() * (q_unit @ k_unit.transpose(-2, -1))  # (..., T_q, T_k)
 
 
-class _FunctionScore(nn.Module):
-    """A parameter-free score function (dot, scaled dot) as a module."""
+class _DotScore(_Score):
+    """`dot_score` (q k^T) or `scaled_dot_score` (q k^T / sqrt(d_k)) as a module."""
 
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
+    def __init__(self, scaled, check_inputs=True):
+        super().__init__(check_inputs)
+        self.scaled = scaled
 
     def forward(self, q, k):
-        return self.fn(q, k)
+        if self.check_inputs:
+            check_query_key(q, k)
+        if self.scaled:
+            q = q / math.sqrt(q.shape[-1])  # as scaled_dot_score: the queries are divided
+        return q @ k.transpose(-2, -1)  # (..., T_q, T_k)
 
     def extra_repr(self):
-        return self.fn.__name__
+        return "scaled_dot_score" if self.scaled else "dot_score"
 
 
 SCORES = ("dot", "scaled_dot", "general", "concat", "location", "cosine")
 """Score names accepted by `make_score` ("additive" is a synonym of "concat")."""
 
 
-def make_score(name, d_q, d_k, d_hidden=None, max_src_len=None):
-    """The score module called `name` (one of SCORES), for queries of width d_q and keys d_k.
+def make_score(name, d_q, d_k, d_hidden=None, max_src_len=None, check_inputs=True):
+    """The score module called `name` (one of SCORES), for queries of width d_q and keys d_k
+    (check_inputs=False: its forward does not check q and k; see `_Score`).
 
         dot         q . k                      (needs d_q == d_k)
         scaled_dot  q . k / sqrt(d_k)          (needs d_q == d_k)
@@ -220,16 +240,16 @@ def make_score(name, d_q, d_k, d_hidden=None, max_src_len=None):
         raise ValueError(f"score {name!r} compares queries and keys directly, so d_q must equal "
                          f"d_k; got d_q={d_q}, d_k={d_k} (use 'general' or 'concat')")
     if name in ("dot", "scaled_dot"):
-        return _FunctionScore(dot_score if name == "dot" else scaled_dot_score)
+        return _DotScore(scaled=name == "scaled_dot", check_inputs=check_inputs)
     if name == "cosine":
-        return CosineScore()
+        return CosineScore(check_inputs=check_inputs)
     if name == "general":
-        return GeneralScore(d_q, d_k)
+        return GeneralScore(d_q, d_k, check_inputs)
     if name == "concat":
-        return AdditiveScore(d_q, d_k, d_hidden or d_q)
+        return AdditiveScore(d_q, d_k, d_hidden or d_q, check_inputs)
     if max_src_len is None:
         raise ValueError("score 'location' scores positions 0..max_src_len-1: pass max_src_len")
-    return LocationScore(d_q, max_src_len)
+    return LocationScore(d_q, max_src_len, check_inputs)
 
 
 # ---------------------------------------------------------------------------

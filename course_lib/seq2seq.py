@@ -58,18 +58,19 @@ CELLS = {"gru": (rnn.GRU, rnn.GRUCell), "lstm": (rnn.LSTM, rnn.LSTMCell)}
 # 1. Luong's local attention: a window of the source
 # ---------------------------------------------------------------------------
 
-def local_weights(scores, mask, p, window, gaussian=True):
+def local_weights(scores, mask, p, window, gaussian=True, check_inputs=True):
     """Luong's local attention: a softmax only over the window |j - p_t| <= D around p_t,
 
         a_tj = softmax_{|j' - p_t| <= D}(score_tj) * exp(-(j - p_t)^2 / (2 sigma^2)),  sigma = D / 2
 
     (the Gaussian factor with gaussian=True, as in local-p; local-m uses p_t = t without it).
-    An empty window gives zero weights.
+    An empty window gives zero weights. check_inputs=False: no input check (Luong's decoder).
 
     scores: (B, T, S), mask: (B, S) bool (True = real position), p: (B, T) window centres
         ->  weights: (B, T, S)
     """
-    check_local_inputs(scores, mask, p)
+    if check_inputs:
+        check_local_inputs(scores, mask, p)
     j = torch.arange(scores.shape[-1], device=scores.device)  # (S,)
     dist = j - p[..., None]  # (B, T, S): distance of each position from the centre
     allowed = mask[:, None, :] & (dist.abs() <= window)  # (B, T, S)
@@ -242,7 +243,7 @@ class BahdanauDecoder(_Decoder):
                  pad_id=0, max_src_len=None):
         super().__init__(vocab_size, embed_size, hidden_size, enc_size, embed_size + enc_size,
                          cell, pad_id)
-        self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
+        self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len, check_inputs=False)
         self.out = nn.Linear(hidden_size + enc_size + embed_size, vocab_size)
 
     def _step(self, y_prev, state):
@@ -274,7 +275,7 @@ class LuongDecoder(_Decoder):
         self.window = None if window is None else check_int("window", window, minimum=0)
         self.local = check_choice("local", local, ("predictive", "monotonic"))
         self.input_feeding = check_bool("input_feeding", input_feeding)
-        self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len)
+        self.score = A.make_score(score, hidden_size, enc_size, hidden_size, max_src_len, check_inputs=False)
         self.W_c = nn.Linear(enc_size + hidden_size, hidden_size, bias=False)
         self.out = nn.Linear(hidden_size, vocab_size)  # W_s
         if window is not None and local == "predictive":
@@ -300,7 +301,7 @@ class LuongDecoder(_Decoder):
             S = memory.lengths[:, None].to(s.dtype)  # (B, 1)
             p = S * torch.sigmoid(self.v_p(torch.tanh(self.W_p(s)))).squeeze(-1)  # (B, T)
         weights = local_weights(scores, memory.mask, p, self.window,
-                                gaussian=self.local == "predictive")  # (B, T, S)
+                                gaussian=self.local == "predictive", check_inputs=False)  # (B, T, S)
         return weights @ memory.outputs, weights
 
     def _output(self, context, s):

@@ -11,10 +11,10 @@ its layers' `_forward`, a layer its attentions' `_forward`, multi-head attention
 Before this change one forward of chapter 9's Transformer (2 + 2 layers) ran 135 frames in 39
 check calls, MultiHeadAttention 19 frames. The seq2seq models (9 target tokens) made 5 (no
 attention), 8 (Luong), 10 (Luong local) and 50 (Bahdanau) check calls, MaskedLM 5: now the
-encoder, the RNN cells and layers and the decoders' `_step` run unchecked inside a forward; only
-a score module called at every step (Bahdanau, Luong's input feeding) still checks its own inputs
-there, once per step. A learner who calls a layer directly must still get an error naming the
-argument and its shape: the last tests pass bad input to the inner layers.
+encoder, the RNN cells and layers, the decoders' `_step` and their scores (built with
+check_inputs=False) run unchecked inside a forward. A learner who calls a layer directly must
+still get an error naming the argument and its shape: the last tests pass bad input to the inner
+layers.
 """
 
 import inspect
@@ -79,11 +79,11 @@ SEQ2SEQ = {  # the models whose forward checks its inputs once: <= 3 check calls
     "Seq2Seq, Luong global, location score": dict(attention="luong", score="location"),
     "Seq2Seq, Luong local-p": dict(attention="luong", window=2),
     "Seq2Seq, Luong local-m (LSTM)": dict(attention="luong", window=2, local="monotonic", cell="lstm"),
-}
-STEPWISE = {  # the decoders that score at every step: the score module checks its own inputs
     "Seq2Seq, Bahdanau": dict(attention="bahdanau"),
     "Seq2Seq, Bahdanau (LSTM, bidirectional)": dict(attention="bahdanau", cell="lstm", bidirectional=True),
-    "Seq2Seq, Luong input feeding": dict(attention="luong", input_feeding=True),
+    "Seq2Seq, Bahdanau, cosine score": dict(attention="bahdanau", score="cosine"),
+    "Seq2Seq, Luong feeding, scaled dot": dict(attention="luong", input_feeding=True, score="scaled_dot"),
+    "Seq2Seq, Luong local-p, input feeding": dict(attention="luong", window=2, input_feeding=True),
 }
 
 
@@ -173,24 +173,10 @@ def test_seq2seq_checks_once_whatever_the_target(name):
     assert short == long <= 3
 
 
-@pytest.mark.parametrize("name", STEPWISE)
-def test_stepwise_decoders_check_nothing_per_step_but_the_score(name):
-    """Bahdanau's decoder (and Luong's with input feeding) scores at every step, and calls its
-    score module as a module (chapter 4 and benchmarks/bench_seq2seq.py observe it with a forward
-    hook, and the benchmarks swap it): that module's one input check is the only per-step check."""
-    model = _seq2seq(**STEPWISE[name])
-    short, long = _seq2seq_counts(model)
-    q, k = torch.randn(2, 1, 16), torch.randn(2, 10, model.encoder.output_size)
-    per_score = count_checks(lambda: model.decoder.score(q, k))[0]
-    print(f"  {name}: {short} check calls for 3 target tokens, {long} for 12 ({per_score} per score call)")
-    assert per_score == 1
-    assert long - short == 9 * per_score
-    assert short - 3 * per_score <= 3
-
-
-def test_greedy_decoding_without_attention_checks_once():
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_decoding_checks_the_source_once(name):
     """Decoding checks the source once (`start`); `Seq2Seq.step` runs the decoder's `_step`."""
-    model = _seq2seq()
+    model = _seq2seq(**SEQ2SEQ[name])
     src, src_len, y0 = torch.randint(3, 20, (2, 10)), torch.tensor([10, 7]), torch.ones(2, dtype=torch.long)
 
     def greedy(n):
@@ -202,6 +188,23 @@ def test_greedy_decoding_without_attention_checks_once():
     assert count_checks(greedy(3)) == count_checks(greedy(12))
     assert count_checks(beam(3)) == count_checks(beam(12))
     assert count_checks(greedy(12))[0] <= 3 and count_checks(beam(12))[0] <= 3
+
+
+@pytest.mark.parametrize("name", list(A.SCORES))
+def test_a_decoders_score_runs_unchecked_with_the_same_numbers(name):
+    """The decoders build their score with check_inputs=False (they check their inputs once and
+    call the score at every step, as a module: chapter 4 and bench_seq2seq hook it). The same
+    numbers as the checked module with the same weights; a learner's score still checks."""
+    torch.manual_seed(0)
+    checked = A.make_score(name, 6, 6, d_hidden=5, max_src_len=10)
+    unchecked = A.make_score(name, 6, 6, d_hidden=5, max_src_len=10, check_inputs=False)
+    unchecked.load_state_dict(checked.state_dict())
+    q, k = torch.randn(2, 3, 6), torch.randn(2, 7, 6)
+    assert torch.equal(checked(q, k), unchecked(q, k))
+    assert count_checks(lambda: unchecked(q, k)) == (0, 0)
+    assert count_checks(lambda: checked(q, k))[0] == 1
+    with pytest.raises(ValueError, match="q of shape"):
+        checked(torch.randn(2, 3, 4), k)
 
 
 @pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
