@@ -129,16 +129,19 @@ def check_lengths(name, lengths, B, max_len):
     return lengths
 
 
-def check_source(src, src_len):
+def check_source(src, src_len, max_len=None):
     """A seq2seq source: src (B, S) token ids, src_len (B,) lengths in 1..S (returned as a tensor
-    on src's device)."""
+    on src's device); S <= max_len when the model was built for at most max_len positions."""
     check_ids("src", src)
+    if max_len is not None and src.shape[1] > max_len:
+        raise ValueError(f"src of shape {shape_of(src)} has {src.shape[1]} positions, more than the "
+                         f"max_src_len = {max_len} this model's location score was built for")
     return check_lengths("src_len", src_len, src.shape[0], src.shape[1]).to(src.device)
 
 
-def check_seq2seq_inputs(src, src_len, tgt_in):
+def check_seq2seq_inputs(src, src_len, tgt_in, max_len=None):
     """A seq2seq model's training inputs: the source (`check_source`) and tgt_in (B, T) token ids."""
-    src_len = check_source(src, src_len)
+    src_len = check_source(src, src_len, max_len)
     check_ids("tgt_in", tgt_in)
     check_same_batch("src", src, "tgt_in", tgt_in)
     return src_len

@@ -26,11 +26,10 @@ Three decoders differ in what a step t sees of the source:
     Local attention (`local_weights`) looks at |j - p_t| <= D only: p_t = t or predicted.
 
 Scores: `attention.make_score`. Recurrent parts: `course_lib.rnn`. Decoding: `course_lib.decoding`
-(greedy, beam, sampling) over `Seq2Seq.start` (encode) and `Seq2Seq.step` (one token);
-`translate` and `evaluate` turn strings into strings and held-out metrics.
+over `Seq2Seq.start` (encode) and `.step` (one token); `translate`, `evaluate`: strings in and out.
 
-Shapes: B batch, S source length, T target length, V target vocabulary,
-E embedding size, H decoder hidden size, H_enc = D * hidden (D = 2 if bidirectional).
+Shapes: B batch, S source length, T target length, V target vocabulary, E embedding size,
+H decoder hidden size, H_enc = D * hidden (D = 2 if bidirectional).
 Padding: ids are right-padded with `pad_id`; `src_len` (B,) gives the true lengths.
 """
 
@@ -337,25 +336,26 @@ class Seq2Seq(nn.Module):
     """An encoder and a decoder.
 
     forward(src (B, S), src_len (B,), tgt_in (B, T)) -> logits (B, T, V), weights (B, T, S) or None
-    start(src, src_len) -> the decoding state;  step(y (B,), state) -> logits (B, V), state:
-    the step protocol of `course_lib.decoding` (greedy, beam search, sampling).
+    start(src, src_len) -> state;  step(y (B,), state) -> logits (B, V), state: decoding's protocol.
     """
 
     def __init__(self, encoder, decoder):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
+        self.max_src_len = getattr(getattr(decoder, "score", None), "T_k", None)  # location score's limit
 
     def encode(self, src, src_len):
         return self.encoder(src, src_len)
 
     def forward(self, src, src_len, tgt_in):
-        src_len = check_seq2seq_inputs(src, src_len, tgt_in)  # the one check; unchecked inside
+        src_len = check_seq2seq_inputs(src, src_len, tgt_in, self.max_src_len)  # the one check
         state = self.decoder.init_state(self.encoder._forward(src, src_len))  # s_0, the memory
         return self.decoder(tgt_in, state)  # teacher forcing: (B, T, V), (B, T, S) or None
 
     def start(self, src, src_len):
         """Encode the source once: the decoder's initial state, which holds the memory."""
-        return self.decoder.init_state(self.encode(src, src_len))
+        src_len = check_source(src, src_len, self.max_src_len)
+        return self.decoder.init_state(self.encoder._forward(src, src_len))
 
     def step(self, y, state):
         """One decoding step from `start`'s state, unchecked (y: the model's own tokens)."""

@@ -352,3 +352,21 @@ def test_a_mask_over_the_cached_keys_passes_the_check():
     cache = KVCache(torch.zeros(2, H, 3, D // H), torch.zeros(2, H, 3, D // H))
     assert ENC(X[:, :1], torch.ones(1, 4, dtype=torch.bool), cache).shape == (2, 1, D)
     assert len(cache) == 4
+
+
+def test_a_source_longer_than_the_location_score_allows_is_refused_once_by_name():
+    """Luong's location score is built for at most max_src_len positions: the model's one check
+    says so (forward and start), instead of a broadcasting error deep inside the decoder."""
+    model = S.build_model(10, 10, attention="luong", score="location", max_src_len=12)
+    src, tgt = torch.randint(4, 10, (2, 14)), torch.randint(4, 10, (2, 5))
+    for call in (
+        lambda: model(src, torch.tensor([14, 10]), tgt),
+        lambda: model.start(src, torch.tensor([14, 10])),
+    ):
+        with pytest.raises(
+            ValueError, match=r"src of shape \(2, 14\) has 14 positions.*max_src_len = 12"
+        ) as err:
+            call()
+        print(err.value)
+    logits, _ = model(src[:, :12], torch.tensor([12, 10]), tgt)
+    assert logits.shape == (2, 5, 10)
