@@ -47,7 +47,7 @@ if "torch" not in sys.modules:
 
 import torch  # noqa: E402
 from common import markdown_table, record, sweep_records  # noqa: E402
-from sweep import problems  # noqa: E402
+from sweep_run import problems  # noqa: E402
 
 from course_lib.pages.sweeps import read_sweep  # noqa: E402
 

@@ -18,7 +18,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernels  # noqa: E402 (benchmarks/, after the sys.path line)
 import provenance  # noqa: E402
-import sweep as runner  # noqa: E402
+import sweep as sweep_cli  # noqa: E402
+import sweep_rebless  # noqa: E402
+import sweep_run as runner  # noqa: E402
 from common import SweepSpec, markdown_table, record, sweep_records  # noqa: E402
 
 from course_lib.pages.sweeps import (  # noqa: E402
@@ -308,7 +310,7 @@ def test_rebless_keeps_a_refactor_that_changes_no_number(toy):
     edit(path, "opt.zero_grad()", "optimizer.zero_grad()")
     edit(path, "opt.step()", "optimizer.step()")
     assert "train_toy (changed)" in runner.problems("toy", spec, out)[0]
-    kept, why = runner.rebless("toy", spec, out)
+    kept, why = sweep_rebless.rebless("toy", spec, out)
     assert kept and why == f"{rel}:train_toy (changed)"
     assert runner.problems("toy", spec, out) == []
     note = read_sweep(out / "toy.json").provenance["reblessed"][0]
@@ -319,7 +321,7 @@ def test_rebless_refuses_a_change_of_the_numbers(toy):
     spec, path, out, _ = toy
     runner.run_sweep("toy", spec, [0, 1, 2], out_dir=out)
     edit(path, "loss = ((model(x) - y) ** 2).mean()", "loss = (model(x) - y).abs().mean()", spec)
-    kept, why = runner.rebless("toy", spec, out)
+    kept, why = sweep_rebless.rebless("toy", spec, out)
     assert not kept and "the canary changed" in why
     assert "train_toy (changed)" in runner.problems("toy", spec, out)[0]  # still stale
 
@@ -469,9 +471,9 @@ def test_run_py_lists_a_committed_sweep_section(monkeypatch, toy):
 @pytest.mark.slow  # --list imports every sweep's module and hashes the code it recorded (seconds)
 def test_runner_command_line_rejects_bad_requests(capsys):
     with pytest.raises(SystemExit):
-        runner.main(["no_such_sweep"])
+        sweep_cli.main(["no_such_sweep"])
     assert "unknown sweep(s) ['no_such_sweep']" in capsys.readouterr().err
-    assert runner.main(["--list"]) == 0
+    assert sweep_cli.main(["--list"]) == 0
 
 
 # --- package data: sweeps reach a pip-installed course_lib (Colab) ---------------
@@ -544,7 +546,7 @@ def test_rebless_against_a_commit_keeps_the_sweeps_own_canary(amd_made):
     comparison."""
     spec, out = amd_made
     before = read_sweep(out / f"{AMD_MADE}.json").provenance
-    kept, why = runner.rebless_against(AMD_MADE, spec, "HEAD", out)
+    kept, why = sweep_rebless.rebless_against(AMD_MADE, spec, "HEAD", out)
     after = read_sweep(out / f"{AMD_MADE}.json").provenance
     print(kept, why)
     assert kept, why
@@ -563,13 +565,13 @@ def test_rebless_against_a_commit_refuses_other_numbers(amd_made, monkeypatch):
     now = runner.smoke(spec)["canary"]
     then = json.loads(json.dumps(now))
     then[0]["losses"][0] += 1e-7
-    here = runner.fresh_kernels()  # pinned, as the worktree's run is
+    here = sweep_rebless.fresh_kernels()  # pinned, as the worktree's run is
     monkeypatch.setattr(
-        runner, "canary_at", lambda name, ref: {"commit": "0" * 40, "kernels": here, "canary": then}
+        sweep_rebless, "canary_at", lambda name, ref: {"commit": "0" * 40, "kernels": here, "canary": then}
     )
-    monkeypatch.setattr(runner, "smoke_fresh", lambda name, spec: {**runner.smoke(spec)})
+    monkeypatch.setattr(sweep_rebless, "smoke_fresh", lambda name, spec: {**runner.smoke(spec)})
     text = (out / f"{AMD_MADE}.json").read_text()
-    kept, why = runner.rebless_against(AMD_MADE, spec, "HEAD", out)
+    kept, why = sweep_rebless.rebless_against(AMD_MADE, spec, "HEAD", out)
     print(why)
     assert not kept and "give other numbers here" in why
     assert (out / f"{AMD_MADE}.json").read_text() == text

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import provenance  # noqa: E402 (benchmarks/, after the sys.path line)
-import sweep as runner  # noqa: E402
+import sweep_run as runner  # noqa: E402
 from common import SweepSpec  # noqa: E402
 
 # sweep.py's command line, on the toy sweeps, writing to the folder argv[1] (records in its .runs/).

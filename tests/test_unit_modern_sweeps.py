@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_gpt  # noqa: E402 (benchmarks/, after the sys.path line)
 import bench_modern as bm  # noqa: E402
 import provenance  # noqa: E402
-import sweep as runner  # noqa: E402
+import sweep_run as runner  # noqa: E402
 from common import SweepSpec  # noqa: E402
 
 from course_lib import llama, train  # noqa: E402
