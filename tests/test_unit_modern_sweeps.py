@@ -1,6 +1,7 @@
-"""Chapter 12's declared sweeps (benchmarks/bench_modern.py): each ablation variant makes the one
-change it names, the LSTM is chapter 10's at matched size with dropout where Zaremba et al. put it,
-the run functions run end to end for a few steps, and the declared rule picks its second stage."""
+"""Chapter 12's declared sweeps (benchmarks/bench_modern.py; the race's in bench_race.py): each
+ablation variant makes the one change it names, the LSTM is chapter 10's at matched size with
+dropout where Zaremba et al. put it, the run functions run end to end for a few steps, and the
+declared rule picks its second stage."""
 
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_gpt  # noqa: E402 (benchmarks/, after the sys.path line)
 import bench_modern as bm  # noqa: E402
+import bench_race as br  # noqa: E402
 import provenance  # noqa: E402
 import sweep_run as runner  # noqa: E402
 from common import SweepSpec  # noqa: E402
@@ -30,8 +32,8 @@ COMMITTED = ("modern_gqa_cache",)
 
 def built(variant, vocab_size=104, seed=0, **kwargs):
     torch.manual_seed(seed)
-    if variant in bm.RACE_MODELS:
-        return bm.race_model(variant, vocab_size, **kwargs)
+    if variant in br.RACE_MODELS:
+        return br.race_model(variant, vocab_size, **kwargs)
     return bm.decoder(variant, vocab_size, **kwargs)
 
 
@@ -53,11 +55,11 @@ def test_the_sweeps_are_declared_with_margins_and_not_yet_registered():
 
 def test_the_race_grids_and_budgets_are_the_declared_ones():
     for name, tokenizer in (("race_chars", "chars"), ("race_bpe2048", "bpe-2048")):
-        points = bm.PLANNED[name].points
+        points = br.PLANNED[name].points
         assert len(points) == 3 * 3 * 3, name  # models x dropouts x rates
         assert {p["dropout"] for p in points} == {0.0, 0.1, 0.2}
-        assert {p["steps"] for p in points} == {bm.RACE_STEPS[tokenizer]}
-    assert all(steps % bm.EVALS == 0 for steps in [*bm.RACE_STEPS.values(), bm.ABLATION_STEPS])
+        assert {p["steps"] for p in points} == {br.RACE_STEPS[tokenizer]}
+    assert all(steps % bm.EVALS == 0 for steps in [*br.RACE_STEPS.values(), bm.ABLATION_STEPS])
 
 
 def test_gpt2_and_its_changes_differ_by_the_module_they_name():
@@ -128,10 +130,14 @@ def test_each_sweep_reaches_only_what_its_own_smoke_runs_execute():
     """tests/test_evidence_sweeps checks that every definition a committed sweep's run function can
     reach is traced by some committed sweep: whichever of the ablation and the race is committed
     first, its run function must not reach the other's models (branches its smoke never takes)."""
-    key = "benchmarks/bench_modern.py:"
-    ablation, race = (provenance.reachable(key + name) for name in ("ablation_run", "race_tokens_run"))
-    assert key + "decoder" in ablation and not {key + "lstm", key + "DropoutLSTM"} & ablation
-    assert key + "lstm" in race and not {key + "decoder", key + "NoPositions", key + "with_biases"} & race
+    key, race_key = "benchmarks/bench_modern.py:", "benchmarks/bench_race.py:"
+    ablation = provenance.reachable(key + "ablation_run")
+    race = provenance.reachable(race_key + "race_tokens_run")
+    print(len(ablation), "definitions reachable from the ablation,", len(race), "from the race")
+    assert key + "decoder" in ablation and not {race_key + "lstm", race_key + "DropoutLSTM"} & ablation
+    assert (
+        race_key + "lstm" in race and not {key + "decoder", key + "NoPositions", key + "with_biases"} & race
+    )
 
 
 def test_the_lstm_is_chapter_10s_at_matched_size():
@@ -146,8 +152,8 @@ def test_the_lstm_is_chapter_10s_at_matched_size():
         gpt, lstm = train.count_parameters(built("gpt", vocab)), train.count_parameters(built("lstm", vocab))
         print(f"vocabulary {vocab}: GPT {gpt}, LSTM {lstm} ({lstm / gpt - 1:+.2%})")
         assert (
-            bm.gpt_params(vocab) == gpt
-            and bm.lstm_params(vocab, built("lstm", vocab).lm.rnn.hidden_size) == lstm
+            br.gpt_params(vocab) == gpt
+            and br.lstm_params(vocab, built("lstm", vocab).lm.rnn.hidden_size) == lstm
         )
         assert abs(lstm / gpt - 1) < 0.005
 
@@ -185,7 +191,7 @@ def test_dropout_reaches_every_model():
     ],
 )
 def test_a_run_goes_end_to_end_and_returns_every_metric(point):
-    run = bm.race_tokens_run if point["model"] in bm.RACE_MODELS else bm.ablation_run
+    run = br.race_tokens_run if point["model"] in br.RACE_MODELS else bm.ablation_run
     results = run(point, 0, bm.RUN_CONFIG)
     print({k: round(v, 3) for k, v in results.items()})
     assert set(results) == set(bm.run_metrics())
@@ -218,11 +224,11 @@ class FakeSweep:
 
 
 def test_the_second_stage_doubles_each_models_best_on_validation():
-    points = bm.race_points("bpe-2048")
+    points = br.race_points("bpe-2048")
     values = [(p, [2.0 + p["lr"] * 100 + p["dropout"], 2.0, 2.0]) for p in points]
     best_lstm = next(p for p in points if p["model"] == "lstm" and p["dropout"] == 0.1 and p["lr"] == 1e-2)
     values = [(p, [1.0, 1.1, 0.9]) if p == best_lstm else (p, v) for p, v in values]
-    chosen = bm.race_long_points(FakeSweep(values))
+    chosen = br.race_long_points(FakeSweep(values))
     print(chosen)
     assert [p["model"] for p in chosen] == ["gpt", "modern", "lstm"]
     assert (
