@@ -25,7 +25,8 @@ from test_release_nbgrader import cells_as_seen, nbgrader_command
 
 from course_lib.exercises import REGISTRY, Check, Goal
 from coursekit.release.markers import BEGIN, END, HIDDEN_BEGIN
-from coursekit.release.nbgrader import apply_metadata, write_course
+from coursekit.release.metadata import apply_metadata
+from coursekit.release.nbgrader import write_course
 from coursekit.release.outline import read_exercises
 from coursekit.release.student import release_notebook
 

@@ -24,15 +24,8 @@ from toy_chapter import toy_chapter
 from course_lib.exercises import REGISTRY, Check
 from coursekit.release.__main__ import main
 from coursekit.release.markers import BEGIN, END, RAISES_TAG, ReleaseError
-from coursekit.release.nbgrader import (
-    apply_metadata,
-    assignment_name,
-    chapter_notebook,
-    exercises_only,
-    expected_metadata,
-    stale_metadata,
-    write_course,
-)
+from coursekit.release.metadata import apply_metadata, exercises_only, expected_metadata, stale_metadata
+from coursekit.release.nbgrader import assignment_name, chapter_notebook, write_course
 from coursekit.release.outline import read_exercises
 from coursekit.release.student import release_notebook
 

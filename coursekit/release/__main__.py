@@ -165,7 +165,7 @@ def _answer_key(args) -> int:
 
 
 def _metadata(args) -> int:
-    from .nbgrader import write_metadata
+    from .metadata import write_metadata
 
     stale = write_metadata(args.notebooks, check=args.check)
     for line in stale:

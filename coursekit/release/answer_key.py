@@ -28,7 +28,8 @@ from pathlib import Path
 import nbformat
 
 from .markers import ReleaseError
-from .nbgrader import add_hidden_tests, apply_metadata, exercises_only, plain_assignment
+from .metadata import apply_metadata, exercises_only
+from .nbgrader import add_hidden_tests, plain_assignment
 
 README = """# Answer key (private)
 
