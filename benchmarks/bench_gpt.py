@@ -1,40 +1,35 @@
-"""Chapter 10's capstone: the GPT over seeds and learning rates (tied and untied), the GPT against an
-LSTM of its size at several budgets (windows of 64 characters to 1500 and to 8000 steps, of 256 to
-4000; the GPT alone to 16000 and 24000 on windows of 64, the LSTM to 16000), the step times behind
-the equal-time comparison, and KV-cached generation. The sweeps are committed in course_lib/sweeps/
-and drawn by book/10_capstone_lstm_to_gpt.ipynb beside its own live run.
+"""Chapter 10's race: the GPT against an LSTM of its size at several budgets (windows of 64
+characters to 1500 and to 8000 steps, of 256 to 4000; the GPT alone to 16000 and 24000 on windows
+of 64, the LSTM to 16000; both annealed over their budgets), and the two models every chapter-10
+sweep builds (build). The sweeps are committed in course_lib/sweeps/ and drawn by
+book/10_capstone_lstm_to_gpt.ipynb. The page's own GPT (gpt_capstone) is bench_gpt_capstone.py's;
+the step times behind the equal-time comparison and the KV cache's speed-up bench_gpt_speed.py's.
 
-    nice -n 10 python benchmarks/sweep.py gpt_capstone --jobs 1       # the page's GPT, 2 threads a run
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx64 --jobs 1  # the race, context 64
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx256 --jobs 2 # the race, context 256, 4000 steps
     nice -n 10 python benchmarks/sweep.py gpt_vs_lstm_ctx64_long --jobs 2  # context 64 to 8000 steps
     nice -n 10 python benchmarks/sweep.py gpt_ctx64_16k --jobs 2      # the GPT alone to 16000 steps
     nice -n 10 python benchmarks/sweep.py lstm_ctx64_16k --jobs 3     # the LSTM to 16000 steps
     nice -n 10 python benchmarks/sweep.py gpt_ctx64_24k --jobs 3      # the GPT alone to 24000 steps
-    nice -n 10 python benchmarks/sweep.py lm_step_time --jobs 1       # ms per step, interleaved
-    python benchmarks/run.py --only kv_cache                          # the KV cache's speed-up
 
 The GPT is nanoGPT's baby GPT (course_lib.gpt.GPTConfig's defaults: 4 blocks, 4 heads, width
 128, no biases, tied embedding). The LSTM is CharLM with two layers of 243 units and embeddings
 of 64: 806,716 parameters against the GPT's 809,088 at context 64 (833,664 at context 256, whose
-position table is four times longer). One torch thread a run, except gpt_capstone: two, as the page
-trains its GPT on two cores.
+position table is four times longer). One torch thread a run.
 """
 
 import dataclasses
 import itertools
-import re
 import time
 
 import torch
 import torch.nn.functional as F
-from common import SweepSpec, record
+from common import SweepSpec
 
 from course_lib import data, train
 from course_lib.charlm import CharLM
-from course_lib.gpt import GPT, GPTConfig, known_word_share
+from course_lib.gpt import GPT, GPTConfig
 
-STEPS = 1750  # chapter 10's live run (two threads; 1350 on one thread before 2026-11-28)
 LSTM_SHAPE = {"embed_size": 64, "hidden_size": 243, "num_layers": 2}
 
 
@@ -52,114 +47,6 @@ def build(model, vocab_size, context=64, tie_weights=True):
         fused.load_state_dict(lm.rnn.state_dict())
         lm.rnn = fused
     return lm
-
-
-# ---------------------------------------------------------------------------
-# The page's GPT: nanoGPT's recipe for 1750 steps on two threads, tied and untied, three learning rates
-#
-# Declared 2026-11-28, before the run. Until then the page trained 1350 steps on one thread, at peak
-# rates 0.001/0.002/0.004: 0.004 did best for tied and untied alike (tied 2.07-2.11 bits per
-# character on validation), at the edge of the grid, and 2.09 missed the goal of <= 2.0 in <= 120 s
-# on two cores. One training step takes 85 ms on one thread and 45 ms on two (this machine, seed 0,
-# 60 steps of plain AdamW). A pilot (seed 0, tied, 0.004, one thread, its own cosine decay each):
-# 1.900 bits on validation after 2000 steps, 1.838 after 2400. Declared first at 2000 steps; the
-# first run (0.002, tied, seed 0) trained in 114.8 s on two threads (the recipe's clipping, the
-# evaluations and the smaller ops do not halve), too close to 120 s, so the sweep was stopped and
-# declared again at 1750 steps (measured after: 78-115 s a run, the tied model at 0.004 87-92 s).
-# The grid moves one factor of 2 up, centred on 0.004. Record goal: the tied model at its rate
-# chosen on validation <= 2.0 bits (mean of 3 seeds), each seed's training <= 120 s.
-# ---------------------------------------------------------------------------
-
-
-SAMPLING = {"plain": {}, "t08": {"temperature": 0.8}, "top5": {"top_k": 5}, "p09": {"top_p": 0.9}}
-
-
-def sampled_word_shares(model, corpus, prompt="The ", n=200, seed=0):
-    """For each way of sampling in SAMPLING: n continuations of `prompt` up to the context's end,
-    and the share of their complete words that occur in the training text (gpt.known_word_share)."""
-    known = set(re.findall(r"[A-Za-z]+", corpus.vocab.decode(corpus.train.tolist())))
-    ids = torch.tensor([corpus.vocab.encode(prompt)] * n)  # (n, P)
-    length = model.config.block_size - ids.shape[1]
-    shares = {}
-    for name, kwargs in SAMPLING.items():
-        out = model.generate(ids, length, generator=torch.Generator().manual_seed(seed), **kwargs)
-        texts = [corpus.vocab.decode(row) for row in out[:, ids.shape[1] :].tolist()]
-        shares[f"words_{name}"] = known_word_share(texts, known)[0]
-    return shares
-
-
-def capstone_run(point, seed, config):
-    """The page's run: the GPT trained `steps` with GPT_RECIPE (warm-up, cosine decay) at the
-    point's learning rate -> held-out bits per character on the validation and test texts
-    (windows of 64), training seconds, parameters, and the share of real words in its samples
-    (sampled_word_shares)."""
-    corpus = data.char_corpus()
-    torch.manual_seed(seed)
-    model = build("gpt", len(corpus.vocab), tie_weights=point["tie_weights"])
-    recipe = dataclasses.replace(train.GPT_RECIPE, lr=point["lr"])
-    history = train.train_lm(
-        model,
-        corpus,
-        point["steps"],
-        recipe,
-        seed=seed,
-        eval_fn=lambda m: train.lm_heldout_loss(m, corpus.val, seq_len=config["eval_seq_len"]),
-        progress=False,
-    )
-    test = train.lm_heldout_loss(model, corpus.test, seq_len=config["eval_seq_len"])
-    return {
-        "bpc": train.bits_per_char(history.evals[-1][1]),
-        "test_bpc": train.bits_per_char(test),
-        "train_seconds": history.seconds,
-        "params": train.count_parameters(model),
-        **sampled_word_shares(model, corpus),
-    }
-
-
-SWEEPS = {
-    "gpt_capstone": SweepSpec(
-        title=f"The capstone GPT, {STEPS} steps of nanoGPT's recipe on two threads, tied and untied, "
-        "at three learning rates",
-        run=capstone_run,
-        points=[
-            {"lr": lr, "steps": STEPS, "tie_weights": tie}
-            for tie in (True, False)
-            for lr in (2e-3, 4e-3, 8e-3)
-        ],
-        config={"eval_seq_len": 64, "threads": 2},
-        smoke={"steps": 8},
-        metrics={
-            "bpc": {"unit": "bits/char", "higher_is_better": False},
-            "test_bpc": {"unit": "bits/char", "higher_is_better": False},
-            "train_seconds": {"unit": "s", "higher_is_better": False},
-            "params": {"unit": "parameters", "higher_is_better": False},
-            **{
-                f"words_{name}": {
-                    "unit": "share of sampled words found in the training text",
-                    "higher_is_better": True,
-                }
-                for name in SAMPLING
-            },
-        },
-        margins={"tying": 0.02, "sampling": 0.03},
-        records=[("bpc", "capstone_gpt_heldout_bpc/tie_weights={tie_weights}/lr={lr}")],
-        description="Chapter 10's GPT (nanoGPT's baby GPT: 4 blocks, 4 heads, width 128, context 64, "
-        "no biases) trained for the page's 1750 steps on two torch threads with train.GPT_RECIPE "
-        "(AdamW, betas 0.9/0.99, "
-        "weight decay 0.1 on the matrices, 100 warm-up steps, cosine decay to 1e-4, batches of 12 "
-        "windows of 64), with its output layer tied to the token embedding (nanoGPT, GPT-2) or "
-        "separate, each at peak learning rates 0.002, 0.004 and 0.008 (nanoGPT's is 0.001; at 1350 "
-        "steps 0.004 beat 0.001 and 0.002, tied and untied, so this grid is centred on it): tying is judged "
-        "with each variant at its best learning rate on the validation text. Seed 0 of the tied "
-        "model at the chosen rate is the page's live run. Margin 'tying': the smallest difference "
-        "in held-out bits per character that the chapter calls a difference. After training, 200 "
-        "continuations of 'The ' to the end of the context (60 characters) for each way of sampling "
-        "(plain; temperature 0.8; top-k 5; top-p 0.9; generator seed 0): the share of their complete "
-        "words found among the training text's words; margin 'sampling': the smallest difference in "
-        "that share the chapter calls a difference. train_seconds: wall seconds of the training "
-        "(its five validation passes included), each run alone on the two cores (--jobs 1). 3 seeds.",
-    ),
-}
 
 
 # ---------------------------------------------------------------------------
@@ -281,6 +168,7 @@ RACE_PLAN = (
     "gpt_capstone (0.6), mlm_capstone (0.4) and lm_step_time (0.1) the chapter's campaign is "
     "about 7.4 CPU-core-hours. Each grid is centred on its pilot's better rate (see RACE_LRS)."
 )
+SWEEPS = {}  # the race's sweeps, each registered below its declaration
 SWEEPS["gpt_vs_lstm_ctx64"] = SweepSpec(
     title="GPT against an LSTM of its size, context 64: held-out bits per character over 1500 steps",
     run=race_run,
@@ -490,125 +378,6 @@ SWEEPS["race_ctx64_annealed"] = SweepSpec(
     "gain from 12000 to 24000 steps (mean validation value) is less than half its remaining gap to "
     "the LSTM (mean validation, GPT at 24000 minus LSTM at 16000).",
 )
-
-# ---------------------------------------------------------------------------
-# Step times: the GPT, the course's LSTM and torch's fused LSTM, interleaved in one process
-# ---------------------------------------------------------------------------
-
-
-def step_time_run(point, seed, config):
-    """Milliseconds per training step (forward, backward, AdamW) of the three models at the
-    point's context, 768 characters a step: `rounds` rounds, each timing `steps` steps of every
-    model in turn (the order rotates), after `warmup` untimed steps each; the median round."""
-    corpus = data.char_corpus()
-    context = point["context"]
-    models = {}
-    for name in ("gpt", "lstm_course", "lstm"):
-        torch.manual_seed(seed)
-        models[name] = build(name, len(corpus.vocab), context)
-    B = config["tokens_per_step"] // context
-    g = torch.Generator().manual_seed(seed)
-    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-3) for name, m in models.items()}
-
-    def steps(name, n):
-        for _ in range(n):
-            loss = train.lm_loss(models[name], data.lm_batch(corpus.train, B, context, g))
-            optimizers[name].zero_grad()
-            loss.backward()
-            optimizers[name].step()
-
-    times = {name: [] for name in models}
-    for name in models:
-        steps(name, config["warmup"])
-    for r in range(config["rounds"]):
-        names = list(models)[r % 3 :] + list(models)[: r % 3]
-        for name in names:
-            t0 = time.process_time()  # CPU time: robust to a busy machine
-            steps(name, config["steps"])
-            times[name].append((time.process_time() - t0) / config["steps"] * 1000)
-    return {f"{name}_ms": sorted(t)[len(t) // 2] for name, t in times.items()}
-
-
-SWEEPS["lm_step_time"] = SweepSpec(
-    title="Milliseconds per training step: the GPT, the course's LSTM and torch's fused LSTM",
-    run=step_time_run,
-    points=[{"context": 64}, {"context": 256}],
-    config={"tokens_per_step": 768, "warmup": 5, "rounds": 5, "steps": 10},
-    smoke={"rounds": 1},
-    metrics={f"{m}_ms": {"unit": "ms", "higher_is_better": False} for m in ("gpt", "lstm_course", "lstm")},
-    description="CPU milliseconds (time.process_time) per step on one torch thread, 768 characters "
-    "a step (12 windows of 64 or 3 of 256), AdamW; the "
-    "three models interleaved in one process (5 rounds of 10 steps each, the order rotating; the "
-    "median round). A seed is a repeat. Timings: no reproduction compares them.",
-)
-
-
-# ---------------------------------------------------------------------------
-# Benchmarks (benchmarks/run.py)
-# ---------------------------------------------------------------------------
-
-
-def kv_cache_generate_speedup(args, tokens=500, repeats=3):
-    """Generation of 500 tokens (one prompt character, batch 1) by a GPT of the capstone's shape
-    with a context of 512, without and with the KV cache: median seconds of 3, interleaved; the
-    value is uncached / cached. The weights are untrained: the time does not depend on them."""
-    torch.manual_seed(0)
-    gpt = GPT(GPTConfig(104, block_size=tokens + 12)).eval()
-    prompt = torch.zeros(1, 1, dtype=torch.long)
-    times = {True: [], False: []}
-    for i in range(repeats):
-        for use_cache in (True, False) if i % 2 == 0 else (False, True):
-            start = time.perf_counter()
-            gpt.generate(prompt, tokens, use_cache=use_cache, generator=torch.Generator().manual_seed(i))
-            times[use_cache].append(time.perf_counter() - start)
-    cached, uncached = (sorted(times[c])[repeats // 2] for c in (True, False))
-    return [
-        record(
-            "kv_cache_generate_speedup",
-            uncached / cached,
-            "x",
-            tokens=tokens,
-            cached_s=cached,
-            uncached_s=uncached,
-            threads=torch.get_num_threads(),
-        ),
-    ]
-
-
-def capstone_headlines(args):
-    """The capstone GPT's held-out bits per character (the tied model at its best learning rate
-    on validation; 3 seeds; goal <= 2.0 with each seed's training <= 120 s on two cores), read
-    from the committed sweep: nothing is trained here."""
-    from course_lib.pages.sweeps import load_sweep
-
-    sweep = load_sweep("gpt_capstone")
-    tied = sweep.select(tie_weights=True, steps=STEPS)
-    best = min(tied, key=lambda p: sweep.summary("bpc", **p).mean)
-    s = sweep.summary("bpc", **best)
-    test = sweep.summary("test_bpc", **best)
-    return [
-        record(
-            "capstone_gpt_heldout_bpc",
-            s.mean,
-            "bits/char",
-            goal=2.0,
-            lr=best["lr"],
-            std=s.std,
-            min=s.min,
-            max=s.max,
-            n=s.n,
-            test_mean=test.mean,
-            train_seconds_max=max(sweep.values("train_seconds", **best)),
-            seconds_goal=120,
-            threads=sweep.config.get("threads", 1),
-        ),
-    ]
-
-
-BENCHMARKS = [
-    ("GPT: generation of 500 tokens with and without the KV cache", kv_cache_generate_speedup),
-    ("GPT: the capstone's headline numbers, from the committed sweeps", capstone_headlines),
-]
 
 # The LSTM annealed over 12000 steps (declared 2026-11-28, while race_ctx64_annealed ran and after its
 # GPT runs had ended: annealed, the GPT's held-out loss was higher after 24000 steps than after 12000,
