@@ -247,3 +247,30 @@ def test_round_trip_of_a_variant_through_nbgrader(tmp_path):
 
 def json_ids(nb) -> set:
     return {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+
+
+@pytest.fixture(scope="module")
+def answer_keys(tmp_path_factory):
+    """The answer key written for the published edition and for a variant (`answer-key OUT
+    [--variant SECRET]`)."""
+    from coursekit.release.answer_key import write_answer_key
+
+    published, private = tmp_path_factory.mktemp("key"), tmp_path_factory.mktemp("key_variant")
+    write_answer_key(REPO, published, force=True)
+    write_answer_key(REPO, private, variant=SECRET, force=True)
+    return published, private
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_the_answer_key_of_a_variant_states_the_variants_numbers(exercise, answer_keys):
+    """The instructor's key must ask what the students of that variant were asked."""
+    number = EXERCISES[exercise][0]
+    published, private = (
+        nbformat.read(next((key / "book").glob(f"{number}_*.ipynb")), as_version=4) for key in answer_keys
+    )
+    params = variant.PUBLISHED_PARAMS[exercise]
+    book, mine = (loose(cell(nb, f"{exercise}-statement").source) for nb in (published, private))
+    print(exercise, "published key:", book[:160], "| variant key:", mine[:160])
+    for sentence in statement_text(exercise, params):
+        assert loose(sentence) in book and loose(sentence) not in mine
+    assert (answer_keys[1] / "variant.json").is_file() and not (answer_keys[0] / "variant.json").exists()

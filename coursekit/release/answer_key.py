@@ -78,6 +78,10 @@ def write_answer_key(src: Path, out: Path, variant: str | None = None, force: bo
             nb = exercises_only(nb, path.name)
         except ReleaseError:
             continue  # a page without exercises
+        if variant is not None:
+            from coursekit.grading.variants import vary_statements
+
+            vary_statements(nb, variant)  # the statements state the variant's numbers
         add_hidden_tests(nb)
         written.append(_write(nb, out / "book" / path.name))
     shutil.copytree(
