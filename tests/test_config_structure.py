@@ -35,11 +35,6 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-def course_lib_graph() -> dict[str, set[str]]:
-    modules = {module_name(p): p for p in (ROOT / "course_lib").rglob("*.py")}
-    return {name: {m for m in imports(path) if m in modules and m != name} for name, path in modules.items()}
-
-
 def find_circle(graph):
     """One import circle as a list of modules, or None."""
     state = {}
@@ -62,12 +57,6 @@ def find_circle(graph):
             if found:
                 return found
     return None
-
-
-def test_course_lib_has_no_import_circle():
-    graph = course_lib_graph()
-    print(f"{len(graph)} modules, {sum(map(len, graph.values()))} imports between them")
-    assert find_circle(graph) is None, " -> ".join(find_circle(graph))
 
 
 def test_the_circle_finder_finds_one():
