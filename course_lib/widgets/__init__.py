@@ -30,8 +30,10 @@ from .rnn import (  # noqa: F401
                   ForgetBiasExplorer,
                   GradientFlowExplorer,
                   TemperatureExplorer,
+                  gradient_reach,
+                  hidden_jacobians,
+                  jacobian_norms,
 )
-from ..rnn_gradients import gradient_reach, hidden_jacobians, jacobian_norms  # noqa: F401 (chapter 1's maths)
 from .seq2seq import AlignmentExplorer, ScoreExplorer, alignment_frame, toy_score_frame  # noqa: F401
 from .transformer import LayerHeadExplorer, pattern_scores  # noqa: F401
 from .tokens import MERGE_OPTIONS, SENTENCES, TokensExplorer, chars_per_token, tokens_frame  # noqa: F401

@@ -6,7 +6,8 @@
 
 Every frame is computed here, in Python, when the explorer is built, so the
 page switches between precomputed frames with no kernel. The measurements the first two draw
-(Jacobian norms, gradient reach) are chapter maths and live in ``course_lib.rnn_gradients``.
+(Jacobian norms, gradient reach) are chapter maths and live in ``course_lib.rnn_gradients``;
+``hidden_jacobians`` is imported here only so that ``course_lib.widgets`` re-exports it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import traitlets
 
 from .. import charlm
 from ..gpt import known_word_share
-from ..rnn_gradients import gradient_reach, jacobian_norms
+from ..rnn_gradients import gradient_reach, hidden_jacobians, jacobian_norms  # noqa: F401
 from .base import Explorer
 
 # ---------------------------------------------------------------------------

@@ -192,7 +192,7 @@ def _alignment(weights, gold, scored_only=True, dim=-1, fraction=True):
 def _alignment_by_library(weights, gold):
     """course_lib.pages.alignment's accuracy, the gold positions given as its {t: (position,)} sources."""
     sources = [{t: (int(s),) for t, s in enumerate(row) if s >= 0} for row in gold]
-    return float(load("alignment.alignment_accuracy")(list(weights), sources))
+    return float(load("pages.alignment.alignment_accuracy")(list(weights), sources))
 
 
 def _alignment_cases(g):
