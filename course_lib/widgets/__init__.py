@@ -38,3 +38,4 @@ from .seq2seq import AlignmentExplorer, ScoreExplorer, alignment_frame, toy_scor
 from .transformer import LayerHeadExplorer, pattern_scores  # noqa: F401
 from .tokens import MERGE_OPTIONS, SENTENCES, TokensExplorer, chars_per_token, tokens_frame  # noqa: F401
 from .gpt_explorer import GPTExplorer, load_capstone  # noqa: F401
+from .gqa import CONTEXT_OPTIONS, KV_HEAD_OPTIONS, GQAExplorer, cache_bytes_per_token, kv_head_of  # noqa: F401
