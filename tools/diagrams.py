@@ -7,7 +7,8 @@ One source for every diagram, so that they share one style and one notation (the
 x_t, h_t, c_t, W_hh for the recurrent cells; h_j (j = 1..S) for the encoder's states, s for the
 decoder's, c for a context vector; Q, K, V, d_k, h heads, d_model for attention. The palette, the
 text and maths setting and the SVG canvas are tools/diagram_svg.py's; the drawings of chapters 1
-to 4 are tools/diagrams_recurrent.py's, those of chapters 5 to 10 tools/diagrams_transformer.py's.
+to 4 are tools/diagrams_recurrent.py's, those of chapters 5 to 10 tools/diagrams_transformer.py's,
+chapter 12's tools/diagrams_modern.py's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from diagrams_modern import modern_block
 from diagrams_recurrent import attention_over_encoder, gru_cell, lstm_cell, rnn_unrolled, seq2seq_bottleneck
 from diagrams_transformer import (
     gpt_block,
@@ -38,6 +40,7 @@ DIAGRAMS = {
     "multi_head_attention": multi_head,
     "transformer_layers": transformer_layers,
     "gpt_block": gpt_block,
+    "modern_block": modern_block,
 }
 
 
