@@ -27,6 +27,11 @@ class SweepSpec:
     config keys that make a run short (e.g. {"steps": 8}); the traced smoke run records which
     code the sweep executes and its canary. version: raise it to make the sweep stale on purpose.
     records: [(metric, name format)] for results.json, e.g. [("bpc", "charlm_heldout_bpc/{kind}")].
+    selection_for: "" for a sweep that supports claims (>= 3 seeds); for a selection-only sweep,
+    the name of the sweep whose points it chooses (e.g. a one-seed grid that picks each model's
+    learning rate on validation). Such a sweep may run fewer seeds; its file supports no claim: no
+    chapter loads it, it has no records, and the sweep it names reports with >= 3 seeds
+    (tests/test_evidence_sweeps.py).
     """
 
     title: str
@@ -40,6 +45,7 @@ class SweepSpec:
     records: list = field(default_factory=list)
     description: str = ""
     version: int = 1
+    selection_for: str = ""
 
 
 def sweep_records(spec, sweep):

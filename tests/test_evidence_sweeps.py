@@ -5,6 +5,7 @@ with their spread, and shipped as package data."""
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,10 +62,12 @@ def test_committed_sweeps_follow_the_protocol():
         "mkl": pinned["MKL_CBWR"],
         "onednn": pinned["ONEDNN_MAX_CPU_ISA"],
     }
+    specs = runner.registered_sweeps()
     for name in committed_sweeps():
         sweep = load_sweep(name)
         expected["threads"] = runner.run_threads(sweep.config)  # one, unless its config names more
-        assert len(sweep.seeds) >= 3, f"{name}: {len(sweep.seeds)} seeds; the protocol needs >= 3"
+        if not getattr(specs.get(name), "selection_for", ""):  # selection-only: the test below
+            assert len(sweep.seeds) >= 3, f"{name}: {len(sweep.seeds)} seeds; the protocol needs >= 3"
         for point in sweep.points:
             seeds = sorted(r["seed"] for r in sweep.runs if r["point"] == point)
             assert seeds == sorted(sweep.seeds), f"{name}: {point} has seeds {seeds}, not {sweep.seeds}"
@@ -73,6 +76,40 @@ def test_committed_sweeps_follow_the_protocol():
         canary = sweep.provenance["canary"]
         assert len(canary) == len(sweep.points) and all(c["losses"] for c in canary), name
         assert any(k.startswith("course_lib/") for k in sweep.provenance["definitions"]), name
+
+
+LOADS = re.compile(r"""(?:load|read)_sweep\(\s*f?\\?["']([^"'\\]+)""")  # also in a notebook's JSON
+
+
+def test_a_selection_only_sweep_supports_no_claim():
+    """A sweep whose spec names `selection_for` (common.SweepSpec) may run fewer than 3 seeds
+    because its only use is choosing the points of the sweep it names: it writes no records
+    (results.json), no chapter, page or explorer loads its file, and the sweep it names, once
+    declared, reports with >= 3 seeds."""
+    specs = {**runner.planned_sweeps(), **runner.registered_sweeps()}
+    selections = {name: spec.selection_for for name, spec in specs.items() if spec.selection_for}
+    print("selection-only sweeps, and the sweeps they choose for:", selections)
+    sources = [
+        *(ROOT / "book").rglob("*.ipynb"),
+        *(ROOT / "book").rglob("*.md"),
+        *(ROOT / "course_lib").rglob("*.py"),
+    ]
+    loaded = {
+        (path.relative_to(ROOT), name)
+        for path in sources
+        for name in LOADS.findall(path.read_text(encoding="utf-8"))
+    }
+    for name, target in selections.items():
+        assert specs[name].records == [], f"{name}: a selection-only sweep writes no records"
+        assert target != name, name
+        if name in runner.registered_sweeps():  # committed: the sweep it chooses for is declared
+            assert target in specs, f"{name} is committed; declare {target}, the sweep it chooses for"
+        if target in specs:
+            assert len(specs[target].seeds) >= 3, f"{target}, chosen by {name}: fewer than 3 seeds"
+            assert not specs[target].selection_for, f"{target}: the sweep {name} chooses for makes claims"
+        for path, pattern in loaded:
+            regex = re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(pattern))  # an f-string's fields
+            assert not re.fullmatch(regex, name), f"{path} loads {name!r}, a selection-only sweep"
 
 
 def test_a_sweep_that_reads_the_corpus_records_its_hash():

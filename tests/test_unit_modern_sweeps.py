@@ -1,7 +1,7 @@
 """Chapter 12's declared sweeps (benchmarks/bench_modern.py; the race's in bench_race.py): each
 ablation variant makes the one change it names, the LSTM is chapter 10's at matched size with
-dropout where Zaremba et al. put it, the run functions run end to end for a few steps, and the
-declared rule picks its second stage."""
+dropout where Zaremba et al. put it, and the run functions run end to end for a few steps. The
+race's two stages and its declared rule: tests/test_unit_race_design.py."""
 
 import sys
 from pathlib import Path
@@ -26,7 +26,7 @@ from course_lib.positional import apply_rope  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # one torch thread, as the sweeps run (conftest.py)
 
-DECLARED = ("modern_ablation", "race_bpe2048", "race_chars")
+DECLARED = ("modern_ablation", "race_bpe2048_grid", "race_chars_grid")  # the race's stage 2: by rule
 COMMITTED = ("modern_gqa_cache",)
 
 
@@ -37,14 +37,17 @@ def built(variant, vocab_size=104, seed=0, **kwargs):
     return bm.decoder(variant, vocab_size, **kwargs)
 
 
-def test_the_sweeps_are_declared_with_margins_and_not_yet_registered():
+def test_the_sweeps_are_declared_with_margins_and_registered_once_committed():
     planned, registered = runner.planned_sweeps(), runner.registered_sweeps()
-    print("planned here:", sorted(bm.PLANNED), "committed:", sorted(bm.SWEEPS))
-    assert set(DECLARED) <= set(planned) and not set(DECLARED) & set(registered)
+    print("planned here:", sorted(planned), "registered:", sorted(registered))
+    for name in DECLARED:  # in PLANNED until its file is committed, then in SWEEPS
+        committed = (runner.SWEEP_DIR / f"{name}.json").is_file()
+        assert (name in registered, name in planned) == (committed, not committed), name
     assert set(COMMITTED) <= set(registered) and not set(COMMITTED) & set(planned)
     for name in DECLARED:
-        spec = planned[name]
-        assert isinstance(spec, SweepSpec) and spec.margins and len(spec.seeds) >= 3, name
+        spec = {**planned, **registered}[name]
+        assert isinstance(spec, SweepSpec) and spec.margins, name
+        assert len(spec.seeds) >= 3 or (spec.selection_for and spec.seeds == [0]), name
         assert "Declared before the run" in spec.description and "CPU-hours" in spec.description, name
         for point in spec.points:
             runner.smoke_inputs(spec, point)  # every smoke override names a point or config key
@@ -54,8 +57,8 @@ def test_the_sweeps_are_declared_with_margins_and_not_yet_registered():
 
 
 def test_the_race_grids_and_budgets_are_the_declared_ones():
-    for name, tokenizer in (("race_chars", "chars"), ("race_bpe2048", "bpe-2048")):
-        points = br.PLANNED[name].points
+    for name, tokenizer in (("race_chars_grid", "chars"), ("race_bpe2048_grid", "bpe-2048")):
+        points = {**br.PLANNED, **br.SWEEPS}[name].points
         assert len(points) == 3 * 3 * 3, name  # models x dropouts x rates
         assert {p["dropout"] for p in points} == {0.0, 0.1, 0.2}
         assert {p["steps"] for p in points} == {br.RACE_STEPS[tokenizer]}
@@ -211,27 +214,3 @@ def test_gqa_cache_holds_n_kv_head_over_n_head_of_full_attentions_bytes_and_has_
     assert ran.result["cache_bytes_per_token_kv1"] == full / 4
     assert set(ran.result) == set(spec.metrics) and all(v > 0 for v in ran.result.values())
     assert len(ran.losses) == 3 and "course_lib/llama.py:Attention.forward" in ran.definitions
-
-
-class FakeSweep:
-    def __init__(self, values):
-        self.points = [p for p, _ in values]
-        self._values = values
-
-    def values(self, metric, **where):
-        assert metric == "val_bpc"
-        return next(v for p, v in self._values if p == where)
-
-
-def test_the_second_stage_doubles_each_models_best_on_validation():
-    points = br.race_points("bpe-2048")
-    values = [(p, [2.0 + p["lr"] * 100 + p["dropout"], 2.0, 2.0]) for p in points]
-    best_lstm = next(p for p in points if p["model"] == "lstm" and p["dropout"] == 0.1 and p["lr"] == 1e-2)
-    values = [(p, [1.0, 1.1, 0.9]) if p == best_lstm else (p, v) for p, v in values]
-    chosen = br.race_long_points(FakeSweep(values))
-    print(chosen)
-    assert [p["model"] for p in chosen] == ["gpt", "modern", "lstm"]
-    assert (
-        chosen[0] == dict(points[0], steps=2 * 3304) and chosen[0]["lr"] == 1e-3 and chosen[0]["dropout"] == 0
-    )
-    assert chosen[2] == dict(best_lstm, steps=2 * 3304)
