@@ -39,6 +39,7 @@ from . import (
                       debugging,
                       gpt,
                       lstm,
+                      modern,
                       multihead,
                       positional,
                       rnn,
@@ -66,7 +67,7 @@ from ._variant import variant_params, variant_seed
 
 CHAPTERS = {"01": rnn, "02": lstm, "03": seq2seq, "04": seq2seq_attention, "05": attention,
             "06": self_attention, "07": multihead, "08": positional, "09": transformer, "10": gpt,
-            "11": tokens, "a1": a1, "a2": a2, "a3": a3,
+            "11": tokens, "12": modern, "a1": a1, "a2": a2, "a3": a3,
             "debugging": debugging}
 
 globals().update(REGISTRY)  # every check under its public name: check_scaled_dot_score, ...
