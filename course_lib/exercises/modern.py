@@ -77,16 +77,17 @@ check_gqa_speed_prediction = Prediction(
         "Generating a token runs one query per sequence against the whole cache: every cached "
         "key and value is read, and each number read takes part in one multiply-add per query "
         "head that reads it. With 4 key/value heads each number serves 1 query head, with 1 it "
-        "serves all 4: the multiply-adds with the cache are the same, the bytes 4 times fewer, "
-        "and at so few multiply-adds per byte the attention waits on memory, not on arithmetic. "
-        "This course's KVCache also grows by torch.cat, which copies the whole cache into a new "
+        "serves all 4: the multiply-adds with the cache are the same, the bytes read 4 times "
+        "fewer. This course's KVCache also grows by torch.cat, which copies the whole cache into a new "
         "tensor at every step: 4 times fewer bytes to copy too. That is the part of a step that "
         "grouping shrinks. The rest does not change: the query and output projections, the "
         "SwiGLU MLP, the output layer over a vocabulary of 2048 and the fixed cost of running "
         "a step's operations (the key and value projections shrink, but they are small). So the "
         "speed-up is well below 4: near 4 only when the cache's share dominates (longer "
         "contexts, more sequences), near 1 when it is small (at 64 tokens of one sequence the "
-        "sweep's three models take about the same time per token)."),
+        "sweep's three models take about the same time per token). The sweep times whole steps: "
+        "it does not say how much of the saving comes from reading less and how much from "
+        "copying less."),
     mistakes=[
         Mistake("4 times smaller is the cache, not the step: only the work that touches the cache "
                 "shrinks with it. The projections, the SwiGLU MLP, the output layer and the "
@@ -94,17 +95,18 @@ check_gqa_speed_prediction = Prediction(
                 "so the whole step gains less.",
                 lambda measured: 4.0),
         Mistake("the multiply-adds are indeed the same (every query head still takes a dot "
-                "product with every cached key and value), but they are not what takes the time: "
-                "a new token's queries use each number of the cache they read in one multiply-add "
-                "per query head sharing it, so the step waits on memory; with 1 key/value head "
-                "the 4 query heads share every key and value read: 4 times fewer bytes.",
+                "product with every cached key and value), but counting them is not counting "
+                "the time: a new token's queries use each number of the cache they read in only "
+                "one multiply-add per query head sharing it, so reading (and, here, copying) the "
+                "cache costs time of its own; with 1 key/value head the 4 query heads share "
+                "every key and value read: 4 times fewer bytes.",
                 lambda measured: 1.0),
     ],
     hints=["Which work of a generation step grows with the context, and which does not? Which "
            "of the two does the number of key/value heads change?",
            "Per generated token and per block, count the multiply-adds of the attention with the "
-           "cache and the bytes of cache it reads, with 4 and with 1 key/value head. Is a "
-           "CPU core's time set by the first or by the second, at so few multiply-adds per byte?",
+           "cache and the bytes of cache it reads, with 4 and with 1 key/value head. Which of "
+           "the two does grouping change?",
            "Then add what does not change: the projections, the MLP and the output layer over a "
            "vocabulary of 2048 for 8 sequences."],
 )
