@@ -50,7 +50,9 @@ ROOT = Path(__file__).resolve().parent.parent
 INPUTS = ["course_lib", "benchmarks", "book", "pyproject.toml", "requirements.txt", "kernels.env"]
 # Copied into the staging tree as they are (with book/, whose notebooks are executed).
 COPIED = ["_toc.yml", "_ext"]
-SKIP = {".ipynb_checkpoints", "__pycache__", "_build"}
+# Never read by a notebook: the sweeps' records of finished runs (a sweep running in the background
+# writes them, and must not make every staged notebook stale).
+SKIP = {".ipynb_checkpoints", "__pycache__", "_build", ".runs", "runs_in_progress"}
 
 
 def toc_notebooks(src: Path) -> list[Path]:
