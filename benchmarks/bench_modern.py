@@ -20,6 +20,7 @@ scored by bpe.bits_per_char on the tokens of bench_tokens.token_corpus.
 import dataclasses
 import statistics
 import time
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -30,6 +31,7 @@ from common import SweepSpec
 from course_lib import bpe, llama, train
 from course_lib.gpt import GPT, GPTConfig
 from course_lib.llama import Llama, LlamaConfig
+from course_lib.pages.sweeps import read_sweep
 
 CONTEXT = 64  # tokens a window: chapter 10's and chapter 11's context
 N_KV_HEAD = 2  # grouped-query attention: the 4 query heads share 2 key/value heads
@@ -361,3 +363,79 @@ PLANNED["modern_gqa_cache"] = SweepSpec(
 
 # Run and committed (course_lib/sweeps/NAME.json): the spec moves unchanged from PLANNED.
 SWEEPS = {"modern_gqa_cache": PLANNED.pop("modern_gqa_cache")}
+
+# ---------------------------------------------------------------------------
+# modern_ablation_edges (declared 2026-12-07 by rule, while modern_ablation ran: 52 of its 81 runs
+# recorded, every one-change variant but two runs of gpt2+gqa, none of the Llamas)
+# ---------------------------------------------------------------------------
+SWEEP_DIR = Path(__file__).resolve().parent.parent / "course_lib" / "sweeps"  # sweep.py's, committed
+
+
+def chosen_rate(sweep, variant):
+    """The rate of `sweep`'s grid with the lowest mean validation value (val_bpc) over the seeds
+    for `variant`; a tie goes to the lower rate."""
+    rates = sorted({p["lr"] for p in sweep.select(model=variant)})
+    return min(rates, key=lambda lr: statistics.fmean(sweep.values("val_bpc", model=variant, lr=lr)))
+
+
+def ablation_edge_points(ablation):
+    """modern_ablation's declared rule for a rate chosen at an edge of its grid: the same point one
+    factor of 2 beyond that edge (0.001 below, 0.016 above), for each variant whose chosen rate is
+    at an edge, in the order of ABLATION."""
+    points = []
+    for variant in ABLATION:
+        lr = chosen_rate(ablation, variant)
+        if lr in (ABLATION_LRS[0], ABLATION_LRS[-1]):
+            beyond = lr / 2 if lr == ABLATION_LRS[0] else lr * 2
+            points.append({"model": variant, "tokenizer": "bpe-2048", "lr": beyond, "steps": ABLATION_STEPS})
+    return points
+
+
+def ablation_edges_spec(ablation):
+    """modern_ablation_edges, declared by rule from the committed modern_ablation (None when no
+    variant's chosen rate is at an edge)."""
+    points = ablation_edge_points(ablation)
+    if not points:
+        return None
+    base = {**PLANNED, **SWEEPS}["modern_ablation"]
+    listed = ", ".join(f"{p['model']} at {p['lr']:g}" for p in points)
+    return SweepSpec(
+        title="modern_ablation's grid extended beyond an edge for the variants whose learning rate was "
+        f"chosen there: {listed}",
+        run=ablation_run,
+        points=points,
+        config=base.config,
+        smoke=base.smoke,
+        margins=dict(base.margins),
+        metrics=base.metrics,
+        records=[("test_bpc", "modern_ablation_test_bpc/{model}/lr{lr}")],
+        description="Declared by modern_ablation's rule (bench_modern.ablation_edge_points), written while "
+        "modern_ablation ran, before its Llama runs: every variant whose rate chosen on validation is at "
+        "an edge of 0.002-0.008 is run once more, a factor of 2 beyond that edge, same runs otherwise "
+        f"(ablation_run: {listed}). Declared before the run: each such variant's rate is then chosen on "
+        "validation over the four rates (lowest mean over the seeds) and reported on test; if the "
+        "chosen rate is the new one, it is again at an edge and the chapter claims nothing about that "
+        "variant. Margin as modern_ablation's ('change', 0.02 bits per character, worst seed against "
+        f"best seed). 3 seeds, {len(points) * 3} runs of about 250 CPU s: about "
+        f"{len(points) * 3 * 250 / 3600:.1f} CPU-hours.",
+    )
+
+
+def ablation_sweeps(sweep_dir=SWEEP_DIR):
+    """modern_ablation_edges as the committed files stand: declared (PLANNED) once
+    modern_ablation.json is committed and a chosen rate sits at an edge; in SWEEPS once its own
+    file is committed too."""
+    path = Path(sweep_dir) / "modern_ablation.json"
+    if not path.is_file():
+        return {}, {}
+    spec = ablation_edges_spec(read_sweep(path))
+    if spec is None:
+        return {}, {}
+    if (Path(sweep_dir) / "modern_ablation_edges.json").is_file():
+        return {"modern_ablation_edges": spec}, {}
+    return {}, {"modern_ablation_edges": spec}
+
+
+_edges_sweeps, _edges_planned = ablation_sweeps()
+SWEEPS |= _edges_sweeps
+PLANNED |= _edges_planned
