@@ -62,11 +62,11 @@ def test_gqa_explorer_follows_the_key_value_heads_and_the_context_without_a_kern
         assert explorer_stat(page, "gqa", "ms_per_token") != grouped
 
         # the short context: the same bytes per token, a far smaller cache, other times
-        long_mib = explorer_stat(page, "gqa", "cache_mib")
+        long_kib = explorer_stat(page, "gqa", "cache_kib")
         root.locator("[data-control='context'] select").select_option(value=str(short))
         assert root.get_attribute("data-frame") == f"{len(KV_HEAD_OPTIONS) - 1}|{short}"
         assert explorer_stat(page, "gqa", "cache_bytes_per_token") == 1024
-        short_mib = explorer_stat(page, "gqa", "cache_mib")
-        assert short_mib == pytest.approx(1024 * 64 / 2**20, abs=1e-6)
-        assert long_mib == pytest.approx(1024 * 1024 * 8 / 2**20, abs=1e-6)
+        short_kib = explorer_stat(page, "gqa", "cache_kib")
+        assert short_kib == 1024 * 64 / 2**10  # 64 KiB: whole numbers at both contexts
+        assert long_kib == 1024 * 1024 * 8 / 2**10
         assert _bars(root, "time") == pytest.approx(_means(64), abs=1e-3)

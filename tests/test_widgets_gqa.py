@@ -100,7 +100,7 @@ def test_the_bytes_are_those_of_filled_kv_caches_and_of_the_sweep(ex, sweep, n_k
         assert stats(frame)["cache_bytes_per_token"] == formula
         assert set(sweep.values(f"cache_bytes_per_token_kv{n_kv_head}", context=context)) == {formula}
         (point,) = sweep.select(context=context)
-        assert stats(frame)["cache_mib"] == pytest.approx(formula * point["batch"] * context / 2**20)
+        assert stats(frame)["cache_kib"] == formula * point["batch"] * context / 2**10
 
 
 def test_a_half_precision_cache_holds_half_the_bytes():
