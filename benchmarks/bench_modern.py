@@ -362,7 +362,10 @@ PLANNED["modern_gqa_cache"] = SweepSpec(
 
 
 # Run and committed (course_lib/sweeps/NAME.json): the spec moves unchanged from PLANNED.
-SWEEPS = {"modern_gqa_cache": PLANNED.pop("modern_gqa_cache")}
+SWEEPS = {
+    "modern_gqa_cache": PLANNED.pop("modern_gqa_cache"),
+    "modern_ablation": PLANNED.pop("modern_ablation"),
+}
 
 # ---------------------------------------------------------------------------
 # modern_ablation_edges (declared 2026-12-07 by rule, while modern_ablation ran: 52 of its 81 runs
