@@ -319,3 +319,53 @@ def test_chapter_11_explorer_moves_the_kernel_trait(tokens_notebook):
     moved = kernel_value(tokens_notebook, "tokens_explorer.merges > 0", True)
     assert moved == "True", f"ArrowRight did not reach the kernel; the focus is on {focused(tokens_notebook)}"
     assert tokens_notebook.external == [], f"requests outside localhost: {tokens_notebook.external[:5]}"
+
+
+# --------------------------------------------------------------------------------------
+# Chapter 12 (the modern decoder) in JupyterLab from the learner edition, its one training run
+# left out (it takes minutes on one thread; nbval and the book execute it), and the GQA explorer's
+# context menu reaching the kernel
+# --------------------------------------------------------------------------------------
+MODERN_CHAPTER = "book/12_modern_decoder.ipynb"
+MODERN_SELECT = "[data-explorer='gqa'] [data-control='context'] select"
+TRAINING = ("train.train_lm(", "history", "live_test", "model.generate")  # the live run and what reads it
+
+
+def without_training(cell):
+    return not any(name in cell.source for name in TRAINING)
+
+
+@pytest.fixture(scope="module")
+def modern_lab(tmp_path_factory):
+    """Chapter 12's learner edition, every cell but its training run, in `jupyter lab`."""
+    yield from run_lab(
+        tmp_path_factory, lambda dest: learner_chapter(dest, MODERN_CHAPTER, keep=without_training)
+    )
+
+
+@pytest.fixture(scope="module")
+def modern_notebook(modern_lab, lab_browser):
+    yield from open_and_run(modern_lab, lab_browser, MODERN_SELECT, timeout=300000)
+
+
+def test_chapter_12_runs_in_jupyterlab_from_the_learner_edition(modern_notebook):
+    nb = nbformat.read(ROOT / MODERN_CHAPTER, as_version=4)
+    left_out = [c for c in nb.cells if c.cell_type == "code" and not without_training(c)]
+    assert 1 <= len(left_out) <= 5, (
+        f"{len(left_out)} cells left out: the filter should catch the training run only"
+    )
+    cells = modern_notebook.locator(".jp-CodeCell").count()
+    outputs = modern_notebook.locator(".jp-OutputArea-output").all_inner_texts()
+    tracebacks = [text[:200] for text in outputs if "Traceback" in text]
+    print(f"chapter 12 in JupyterLab: {cells} code cells run ({len(left_out)} of the training run left out)")
+    assert cells > 15 and tracebacks == [], tracebacks
+    texts = modern_notebook.locator(".jp-MarkdownCell .jp-RenderedMarkdown").all_inner_texts()
+    raw = [m.group(0) for text in texts for m in RAW_MYST.finditer(text)]
+    assert raw == [], f"raw MyST in the rendered notebook: {raw[:10]}"
+    assert modern_notebook.external == [], f"requests outside localhost: {modern_notebook.external[:5]}"
+
+
+def test_chapter_12_explorer_moves_the_kernel_trait(modern_notebook):
+    assert kernel_value(modern_notebook, "gqa_explorer.context", 1024) == "1024"
+    modern_notebook.locator(MODERN_SELECT).select_option(value="64")
+    assert kernel_value(modern_notebook, "gqa_explorer.context", 64) == "64"
