@@ -327,6 +327,10 @@ def test_chapter_11_explorer_moves_the_kernel_trait(tokens_notebook):
 # context menu reaching the kernel
 # --------------------------------------------------------------------------------------
 MODERN_CHAPTER = "book/12_modern_decoder.ipynb"
+CONTEXT_OPTIONS = [
+    64,
+    1024,
+]  # course_lib.widgets.gqa.CONTEXT_OPTIONS (not imported: no torch in this process)
 MODERN_SELECT = "[data-explorer='gqa'] [data-control='context'] select"
 TRAINING = ("train.train_lm(", "history", "live_test", "model.generate")  # the live run and what reads it
 
@@ -367,5 +371,8 @@ def test_chapter_12_runs_in_jupyterlab_from_the_learner_edition(modern_notebook)
 
 def test_chapter_12_explorer_moves_the_kernel_trait(modern_notebook):
     assert kernel_value(modern_notebook, "gqa_explorer.context", 1024) == "1024"
-    modern_notebook.locator(MODERN_SELECT).select_option(value="64")
+    from course_lib.widgets.gqa import CONTEXT_OPTIONS
+
+    short = CONTEXT_OPTIONS.index(64)  # an option's value is its position (explorer.js)
+    modern_notebook.locator(MODERN_SELECT).select_option(value=str(short))
     assert kernel_value(modern_notebook, "gqa_explorer.context", 64) == "64"
