@@ -280,8 +280,10 @@ def gqa_cache_run(point, seed, config):
     untrained: neither the cache nor the time depends on the weights) -> for each: the key/value
     cache's bytes per token once it holds point["context"] tokens of point["batch"] sequences; the
     CPU milliseconds of a training step (AdamW) on point["batch"] random windows of the context; and
-    the CPU milliseconds per token of cached greedy generation (Llama.generate) of context - 1
-    tokens after a one-token prompt. The three models interleaved: config["rounds"] rounds, the
+    the CPU milliseconds per step of cached greedy generation (Llama.generate) of context - 1
+    steps after a one-token prompt: each step generates a token for each of the batch's sequences
+    (the metric's name, ms_per_token, says "token" for the step: chapter 12 divides it by the
+    batch). The three models interleaved: config["rounds"] rounds, the
     order rotating, each timing config["train_steps"] training steps then one generation of every
     model; the median round."""
     context, batch, V = point["context"], point["batch"], config["vocab_size"]

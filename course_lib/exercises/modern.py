@@ -83,9 +83,10 @@ check_gqa_speed_prediction = Prediction(
         "grouping shrinks. The rest does not change: the query and output projections, the "
         "SwiGLU MLP, the output layer over a vocabulary of 2048 and the fixed cost of running "
         "a step's operations (the key and value projections shrink, but they are small). So the "
-        "speed-up is well below 4: near 4 only when the cache's share dominates (longer "
-        "contexts, more sequences), near 1 when it is small (at 64 tokens of one sequence the "
-        "sweep's three models take about the same time per token). The sweep times whole steps: "
+        "speed-up is well below 4: nearer 4 the more the cache's share dominates (a longer "
+        "context enlarges it; more sequences only spread a step's fixed cost, the projections "
+        "and the MLP growing with them), near 1 when it is small (at 64 tokens of one sequence "
+        "the sweep's three models take about the same time per token). The sweep times whole steps: "
         "it does not say how much of the saving comes from reading less and how much from "
         "copying less."),
     mistakes=[

@@ -14,8 +14,10 @@ and the cache keeps, for every token and every block, one key and one value per 
     bytes per token = 2 (k and v) * n_layer * n_kv_head * d_k * bytes per number
 
 The grouping and the bytes are exact and computed here; the times are measured, read from the
-committed sweep (the mean of its seeds at each point), so every frame is known when the explorer
-is built and the page switches between them with no kernel.
+committed sweep (the mean of its 3 repeats, its seeds, at each point), so every frame is known when
+the explorer is built and the page switches between them with no kernel. The sweep's
+``ms_per_token_kv{n}`` is the time of one generation step, which generates a token for each of the
+point's ``batch`` sequences; divided here by the batch, it is the time per generated token.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ def cache_bytes_per_token(config: LlamaConfig, dtype=torch.float32) -> int:
 
 
 def measured_ms_per_token(sweep: Sweep) -> dict[int, dict]:
-    """{context: {"batch": B, "seeds": [...], "ms": {n_kv_head: [ms per token, one per seed]}}},
-    read from a modern_gqa_cache sweep; refused (naming `sweep`) if a point or value is missing."""
+    """{context: {"batch": B, "seeds": n, "ms": {n_kv_head: [ms per generated token, one per seed]}}},
+    read from a modern_gqa_cache sweep; refused (naming `sweep`) if a point or value is missing.
+
+    The sweep records the CPU ms of a generation step, one token for each of the point's B
+    sequences: ms per generated token = step ms / B."""
     if not isinstance(sweep, Sweep):
         raise TypeError(f"sweep must be a course_lib.pages.sweeps.Sweep (load_sweep({GQA_SWEEP!r})), "
                         f"got {type(sweep).__name__}")
@@ -81,7 +86,9 @@ def measured_ms_per_token(sweep: Sweep) -> dict[int, dict]:
                                      for v in values):
                 raise ValueError(f"sweep {sweep.name!r}: ms_per_token_kv{kv} at context={context} must "
                                  f"be positive numbers, one per seed, got {values}")
-        measured[context] = {"batch": points[0]["batch"], "seeds": len(ms[KV_HEAD_OPTIONS[0]]), "ms": ms}
+        batch = points[0]["batch"]
+        per_token = {kv: [v / batch for v in values] for kv, values in ms.items()}
+        measured[context] = {"batch": batch, "seeds": len(ms[KV_HEAD_OPTIONS[0]]), "ms": per_token}
     return measured
 
 
@@ -107,8 +114,9 @@ def gqa_frame(n_kv_head: int, context: int, batch: int, ms: dict[int, list[float
             _stat("cache_bytes_per_token", "cache bytes per token (all blocks)", per_token[k], 0),
             _stat("cache_kib", f"cache of {batch} × {context} tokens, KiB",
                   per_token[k] * batch * context / 2**10, 0),
-            _stat("ms_per_token", f"ms per generated token, mean of {len(ms[n_kv_head])} seeds", mean[k], 2),
-            _stat("ms_per_token_spread", "spread of the seeds (max − min), ms",
+            _stat("ms_per_token", f"ms per generated token, mean of {len(ms[n_kv_head])} repeats",
+                  mean[k], 2),
+            _stat("ms_per_token_spread", "spread of the repeats (max − min), ms",
                   max(ms[n_kv_head]) - min(ms[n_kv_head]), 2),
             _stat("speedup", "speed-up over 4 kv heads, ratio of means", mean[0] / mean[k], 2),
         ],
@@ -146,7 +154,7 @@ class GQAExplorer(Explorer):
             {"kind": "bars", "key": "cache", "title": "key/value cache, bytes per token, against "
              "the key/value heads", "ymin": 0.0},
             {"kind": "bars", "key": "time", "title": f"ms per generated token at this context, mean "
-             f"of {seeds} seeds (sweep {GQA_SWEEP}), against the key/value heads", "ymin": 0.0},
+             f"of {seeds} repeats (sweep {GQA_SWEEP}), against the key/value heads", "ymin": 0.0},
             {"kind": "stats", "key": "stats", "title": "this setting"},
         ]
 
