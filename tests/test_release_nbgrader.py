@@ -3,7 +3,7 @@ and a round trip through REAL nbgrader (generate_assignment, autograde).
 
 generate_assignment runs on two whole chapters, read from book/ (chapters 05 and 06 carry their
 labels, metadata and a predict-then-measure exercise); autograde on the exercises-only
-assignments of 05 and 11. Set ROUND_TRIP_FROM_BOOK = False to run it on
+assignments of 05, 11 and 12. Set ROUND_TRIP_FROM_BOOK = False to run it on
 copies labelled here instead (with the toy predict-then-measure exercise appended to 05).
 """
 
@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "book").glob("[0-9][0-9]_*.ipynb"))
 ROUND_TRIP_FROM_BOOK = True
 ROUND_TRIP_CHAPTERS = ["05", "06"]
-ROUND_TRIP_EXERCISES = ["05", "11"]  # autograded: chapter 5 and the tokens chapter (issue 25)
+# autograded: chapter 5, the tokens chapter (issue 25) and the modern decoder (issue 37)
+ROUND_TRIP_EXERCISES = ["05", "11", "12"]
 
 
 def meta(grade_id, solution=False, grade=False, locked=False, points=None):
@@ -362,7 +363,7 @@ def test_generate_assignment_gives_our_student_edition_of_whole_chapters(book_ro
 
 @pytest.mark.slow
 def test_round_trip_through_nbgrader(book_root, tmp_path):
-    """Seconds to minutes: the exercises-only assignments of chapters 5 and 11 (their exercises
+    """Seconds to minutes: the exercises-only assignments of chapters 5, 11 and 12 (their exercises
     and the set-up they need), submitted three times (the solutions, untouched, a typical mistake) and
     autograded. (Autograding the whole chapters passed the same asserts until it was cut for
     time: it executed chapters 05 and 06 three more times per `make test`.)"""
@@ -403,5 +404,12 @@ def test_round_trip_through_nbgrader(book_root, tmp_path):
             if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
         )
         print(f"{assignment}: {by_hand} point(s) graded by hand")
-        assert maximum >= 5 and full == maximum - by_hand and untouched == 0  # chapter 11: 2 + 2 + 1 points
+        points = sum(
+            c.metadata["nbgrader"].get("points", 0)
+            for c in instructor.cells
+            if c.metadata.get("nbgrader", {}).get("grade")
+        )
+        print(f"{assignment}: {points} point(s) in the graded cells' metadata, {maximum} in the gradebook")
+        # every graded cell counted (chapter 11: 2 + 2 + 1 points; chapter 12: 2 + 1)
+        assert maximum == points >= 3 and full == maximum - by_hand and untouched == 0
         assert 0 < partial < full and grades[mistaken_check] == 0
