@@ -12,7 +12,7 @@ the step times behind the equal-time comparison and the KV cache's speed-up benc
     nice -n 10 python benchmarks/sweep.py lstm_ctx64_16k --jobs 3     # the LSTM to 16000 steps
     nice -n 10 python benchmarks/sweep.py gpt_ctx64_24k --jobs 3      # the GPT alone to 24000 steps
 
-The GPT is nanoGPT's baby GPT (course_lib.gpt.GPTConfig's defaults: 4 blocks, 4 heads, width
+The GPT is nanoGPT's quick CPU run (course_lib.gpt.GPTConfig's defaults: 4 blocks, 4 heads, width
 128, no biases, tied embedding). The LSTM is CharLM with two layers of 243 units and embeddings
 of 64: 806,716 parameters against the GPT's 809,088 at context 64 (833,664 at context 256, whose
 position table is four times longer). One torch thread a run.

@@ -55,8 +55,9 @@ __all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "gpt2_conf
 
 @dataclass
 class GPTConfig:
-    """The sizes of a GPT. The defaults are nanoGPT's "baby GPT" for a CPU (its README: 4 layers,
-    4 heads, width 128, context 64, no dropout, no biases, tied embeddings)."""
+    """The sizes of a GPT. The defaults are those of nanoGPT's quick CPU run of its character-level
+    Shakespeare model (its README: 4 layers, 4 heads, width 128, context 64, no dropout, no biases,
+    tied embeddings; the README's "baby GPT" is the larger 6-layer model it trains on a GPU)."""
 
     vocab_size: int
     block_size: int = 64           # the longest context, in tokens (positions 0..block_size-1)

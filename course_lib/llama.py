@@ -63,7 +63,7 @@ def swiglu_hidden(n_embd):
 
 @dataclass
 class LlamaConfig:
-    """The sizes of a Llama. The defaults are gpt.py's baby GPT's (4 layers, 4 heads, width 128,
+    """The sizes of a Llama. The defaults are gpt.py's GPTConfig's (4 layers, 4 heads, width 128,
     context 64, no dropout, tied embeddings), with full multi-head attention."""
 
     vocab_size: int

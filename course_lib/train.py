@@ -358,4 +358,4 @@ def _carried_state_loss():
 
 GPT_RECIPE = LMRecipe(batch_size=12, seq_len=64, lr=1e-3, optimizer="adamw", weight_decay=0.1,
                       betas=(0.9, 0.99), schedule="cosine", warmup=100, min_lr=1e-4, clip=1.0)
-"""nanoGPT's CPU recipe ("baby GPT": AdamW, warm-up then cosine decay), for `train_lm`."""
+"""nanoGPT's recipe for its quick CPU run (AdamW, warm-up then cosine decay), for `train_lm`."""

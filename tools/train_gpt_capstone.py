@@ -2,8 +2,8 @@
 
     python tools/train_gpt_capstone.py            # writes course_lib/static/gpt_capstone.pt
 
-The run is the page's own (book/10_capstone_lstm_to_gpt.ipynb, the cell that trains `gpt`):
-`GPT(GPTConfig(V))` (nanoGPT's baby GPT: 4 blocks, 4 heads, width 128, context 64, no biases,
+The recipe is the page's own (book/10_capstone_lstm_to_gpt.ipynb, the cell that trains `gpt`):
+`GPT(GPTConfig(V))` (nanoGPT's quick CPU run: 4 blocks, 4 heads, width 128, context 64, no biases,
 tied embedding) on `data.char_corpus()`, seeded with `torch.manual_seed(0)` before it is built,
 trained by `train.train_lm` with `train.GPT_RECIPE` at the peak learning rate the chapter
 chooses (0.004, the sweep gpt_capstone's best tied rate on validation) for the sweep's 1750 steps,

@@ -1,6 +1,7 @@
 """The explorer of chapter 10: its trained GPT, prompted and sampled live, its attention shown.
 
-Unlike the other explorers, nothing here is precomputed: the model runs while the reader types.
+Unlike the other explorers, nothing here is precomputed: the model runs on the reader's prompt
+when the page loads and at each Generate.
 On the static site it runs in the reader's browser (onnxruntime-web, WebAssembly) from the ONNX
 file that `make gpt-onnx` writes from the committed weights (course_lib/static/gpt_capstone.pt,
 written by tools/train_gpt_capstone.py); in Jupyter or Colab the kernel runs it with torch (the
