@@ -9,6 +9,13 @@ colour:
     linear layer, FFN          sky blue      add, layer norm     grey
     context vector (the bottleneck), mask   yellow
     gradient (backward pass)   vermillion, dashed
+    no weights (an elementwise op, a product of two inputs, a scaling, an activation)   white
+
+A colour always means a kind with learned weights (or the state, the context, the mask, the
+gradient); an operation with no weights of its own is white, whatever it computes.
+
+Annotations are never set below ``MIN_SIZE`` px, and sub- and superscripts are ``SUB_SCALE`` of
+their base: the wide figures are shrunk to the article column (about 730 px) on the site.
 
 Every SVG paints its own white background: it reads the same on the site in light and dark mode
 (``_ext/static/course_site.css`` keeps the theme from dimming it), in the PDF, in JupyterLab's
@@ -26,6 +33,8 @@ INK = "#222222"
 LINE = "#3a3a3a"
 GRAD = "#D55E00"
 MUTED = "#6b6b6b"
+MIN_SIZE = 13  # the smallest text, in px of the SVG
+SUB_SCALE = 0.78  # the size of a sub- or superscript, relative to its base
 KINDS = {  # fill, stroke
     "cell": ("#DCEAF7", "#0072B2"),
     "gate": ("#FDEBC8", "#E69F00"),
@@ -68,7 +77,7 @@ def _math_runs(s: str, level: float = 0.0, scale: float = 1.0):
             else:
                 arg, i = s[i], i + 1
             shift = 0.28 if ch == "_" else -0.42
-            runs += _math_runs(arg, level + shift * scale, scale * 0.72)
+            runs += _math_runs(arg, level + shift * scale, scale * SUB_SCALE)
         elif s.startswith("\\text{", i):
             j = s.index("}", i)
             runs.append((s[i + 6 : j], False, level, scale))
@@ -92,8 +101,8 @@ def _math_runs(s: str, level: float = 0.0, scale: float = 1.0):
             ch = "\u2212" if ch == "-" else ch
             if ch in "=+\u2212×" and level == 0 and i > 0:
                 ch = f"\u2005{ch}\u2005"  # a medium space around a binary operator, as TeX sets it
-            elif ch == ",":
-                ch = ", "
+            elif ch in ",;":
+                ch += " "
             runs.append((ch, ch.isalpha() and ch not in "σΣ∂", level, scale))
             i += 1
     return runs
@@ -130,6 +139,7 @@ class Svg:
 
     # -- primitives -------------------------------------------------------------------------
     def text(self, x, y, label, size=14, anchor="middle", color=INK, weight=None, italic=False, rotate=0):
+        size = max(size, MIN_SIZE)
         style = f' font-weight="{weight}"' if weight else ""
         style += ' font-style="italic"' if italic else ""
         style += f' transform="rotate({rotate} {x} {y})"' if rotate else ""
@@ -153,7 +163,7 @@ class Svg:
         for k, line in enumerate(lines):
             y = cy + (k - (n - 1) / 2) * size * 1.2 + size * 0.35
             if line is None:
-                self.text(cx, y, sub, size=size * 0.8, color=MUTED)
+                self.text(cx, y, sub, size=max(size * 0.8, MIN_SIZE), color=MUTED)
             else:
                 self.text(cx, y, line, size=size)
 
@@ -174,17 +184,38 @@ class Svg:
                 color=MUTED,
             )
 
-    def op(self, cx, cy, sym, r=11, kind="plain"):
+    def op(self, cx, cy, sym, r=11, kind="plain", w=None, size=15):
+        """An elementwise operation: a circle of radius r, or an ellipse of width w (for tanh)."""
         fill, stroke = KINDS[kind]
+        rx = w / 2 if w else r
         self.front.append(
-            f'<circle cx="{cx}" cy="{cy}" r="{r}" fill="{fill}" stroke="{stroke}" stroke-width="1.6"/>'
+            f'<ellipse cx="{cx}" cy="{cy}" rx="{rx}" ry="{r}" fill="{fill}" stroke="{stroke}" '
+            f'stroke-width="1.6"/>'
+            if w
+            else f'<circle cx="{cx}" cy="{cy}" r="{r}" fill="{fill}" stroke="{stroke}" stroke-width="1.6"/>'
         )
-        self.text(cx, cy + 5, sym, size=15)
+        self.text(cx, cy + size / 3, sym, size=size)
+
+    def bridge(self, x, y, vertical=False, r=6, color=LINE, width=1.7, under=LINE, under_width=1.7):
+        """A hop where a line crosses another without joining it: the line along `vertical`
+        (a vertical one if True, else a horizontal one) jumps over the other at (x, y). Call it
+        after drawing both lines."""
+        a, b = ((x, y - r), (x, y + r)) if vertical else ((x - r, y), (x + r, y))
+        cut = f"M {a[0]} {a[1]} L {b[0]} {b[1]}"
+        other = f"M {x - 5} {y} L {x + 5} {y}" if vertical else f"M {x} {y - 5} L {x} {y + 5}"
+        arc = f"M {a[0]} {a[1]} A {r} {r} 0 0 {0 if vertical else 1} {b[0]} {b[1]}"
+        self.back += [
+            f'<path d="{cut}" stroke="#FFFFFF" stroke-width="{width + 3}"/>',
+            f'<path d="{other}" stroke="{under}" stroke-width="{under_width}"/>',
+            f'<path d="{arc}" fill="none" stroke="{color}" stroke-width="{width}"/>',
+        ]
 
     def dot(self, x, y, color=LINE):
         self.front.append(f'<circle cx="{x}" cy="{y}" r="3.2" fill="{color}"/>')
 
-    def line(self, *pts, color=LINE, width=1.7, dash=False, arrow=True, halo=True):
+    def line(self, *pts, color=LINE, width=1.7, dash=False, arrow=True, halo=True, head=None):
+        """A polyline, with an arrowhead at its end; head: the arrowhead's length in px, whatever
+        the line's width (by default it scales with the width)."""
         d = "M " + " L ".join(f"{x} {y}" for x, y in pts)
         if halo:
             self.back.append(
@@ -192,7 +223,7 @@ class Svg:
                 f'stroke-linejoin="round"/>'
             )
         extra = ' stroke-dasharray="6 4"' if dash else ""
-        marker = f' marker-end="url(#{self._marker(color)})"' if arrow else ""
+        marker = f' marker-end="url(#{self._marker(color, head)})"' if arrow else ""
         self.back.append(
             f'<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}" '
             f'stroke-linejoin="round"{extra}{marker}/>'
@@ -207,18 +238,22 @@ class Svg:
 
     _markers: dict
 
-    def _marker(self, color):
+    def _marker(self, color, head=None):
         if not hasattr(self, "_markers"):
             self._markers = {}
-        return self._markers.setdefault(color, f"arrow{len(self._markers)}")
+        return self._markers.setdefault((color, head), f"arrow{len(self._markers)}")
 
     def render(self) -> str:
         markers = getattr(self, "_markers", {})
         defs = "".join(
-            f'<marker id="{mid}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-            f'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
-            f'fill="{color}"/></marker>'
-            for color, mid in markers.items()
+            f'<marker id="{mid}" viewBox="0 0 10 10" refX="9" refY="5" '
+            + (
+                f'markerWidth="{head}" markerHeight="{head}" markerUnits="userSpaceOnUse" '
+                if head
+                else 'markerWidth="7" markerHeight="7" '
+            )
+            + f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{color}"/></marker>'
+            for (color, head), mid in markers.items()
         )
         body = "\n".join(self.back + self.front)
         return (

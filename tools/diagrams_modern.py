@@ -1,5 +1,6 @@
 """The architecture diagram of chapter 12 (the modern decoder): GPT-2's block beside Llama's,
-the five changes numbered on both sides. tools/diagrams.py writes it."""
+the five changes numbered (1-3 and 5 on both sides, 4, no biases, between the columns).
+tools/diagrams.py writes it."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def modern_block() -> Svg:
     g.line((xg, y_out - 20), (xg, y_p2 + 11))
     g.box(xg, y_out, 170, 40, "c_proj", "linear", size=14, sub="$4C$ → $C$, bias")
     g.line((xg, y_act - 13), (xg, y_out + 20))
-    g.box(xg, y_act, 90, 26, "GELU", "tanh", size=13)
+    g.box(xg, y_act, 90, 26, "GELU", "plain", size=13)  # no weights: white
     g.line((xg, y_in - 20), (xg, y_act + 13))
     g.box(xg, y_in, 170, 40, "c_fc", "linear", size=14, sub="$C$ → $4C$, bias")
     g.line((xg, y_n2 - 20), (xg, y_in + 20))
@@ -107,7 +108,7 @@ def modern_block() -> Svg:
     g.op(xl, y_mul, "×")
     g.line((xa, y_act - 13), (xa, y_mul), (xl - 11, y_mul))
     g.line((xb, y_in - 20), (xb, y_mul), (xl + 11, y_mul))
-    g.box(xa, y_act, 80, 26, "SiLU", "tanh", size=13)
+    g.box(xa, y_act, 80, 26, "SiLU", "plain", size=13)
     g.line((xa, y_in - 20), (xa, y_act + 13))
     g.box(xa, y_in, 116, 40, "gate_proj", "linear", size=14, sub="$C$ → $H$")
     g.box(xb, y_in, 116, 40, "up_proj", "linear", size=14, sub="$C$ → $H$")
@@ -195,10 +196,10 @@ def modern_block() -> Svg:
     g.panel(xl - W / 2 - 12, p_top, rl + 24 - (xl - W / 2 - 12), p_bot - p_top)
     for x, anchor, name in (
         (xg + W / 2 + 4, "end", "transformer.h"),
-        (xl - W / 2 - 4, "start", "model.layers"),
+        (xl - W / 2 + 16, "start", "model.layers"),  # right of the badge of change 3
     ):
-        g.text(x, p_top + 20, "block × $L$", size=14, anchor=anchor, color=MUTED)
-        g.text(x, p_top + 38, f"({name})", size=12, anchor=anchor, color=MUTED)
+        g.text(x, p_top + 18, "block × $L$", size=14, anchor=anchor, color=MUTED)
+        g.text(x, p_top + 35, f"({name})", size=13, anchor=anchor, color=MUTED)
 
     # -- the embeddings: a learned position table added, or none ---------------------------
     y_e, y_ids = 1058, 1114
@@ -217,8 +218,8 @@ def modern_block() -> Svg:
     g.text(
         48,
         1150,
-        "a change, numbered on both sides: the outlined part on the right replaces the "
-        "numbered part on the left",
+        "a change, numbered on both sides and its new part outlined on the right (change 4: "
+        "numbered in the middle only)",
         size=13,
         anchor="start",
     )

@@ -4,6 +4,8 @@ and attention over the encoder's states. tools/diagrams.py writes them."""
 
 from __future__ import annotations
 
+import itertools
+
 from diagram_svg import GRAD, KINDS, MUTED, Svg
 
 # ---------------------------------------------------------------------------------------------
@@ -12,7 +14,7 @@ from diagram_svg import GRAD, KINDS, MUTED, Svg
 
 
 def rnn_unrolled() -> Svg:
-    g = Svg(860, 405, "A vanilla RNN unrolled over T steps, with the paths of backpropagation through time")
+    g = Svg(860, 415, "A vanilla RNN unrolled over T steps, with the paths of backpropagation through time")
     cy, bw, bh = 215, 86, 52
     xs = {1: 150, 2: 300, 3: 450, "T": 650}
     # forward: states along the chain
@@ -25,10 +27,15 @@ def rnn_unrolled() -> Svg:
             g.line((480 + bw / 2 - 30, cy), (530, cy), arrow=False)
             g.line((560, cy), (x - bw / 2, cy))
             g.text(586, cy - 9, "$h_{T-1}$", size=13)
+            g.text(586, cy - 30, "$W_{hh}$", size=13, color=MUTED)
         else:
             g.line((prev, cy), (x - bw / 2, cy))
-            if k != 1:
-                g.text((prev + x - bw / 2) / 2, cy - 8, f"$h_{k - 1}$", size=15)
+            xm = (prev + x - bw / 2) / 2
+            if k != 1:  # the state passed on, and the recurrent weights it meets (W_hh, grey)
+                g.text(xm, cy - 8, f"$h_{k - 1}$", size=15)
+                g.text(xm, cy - 30, "$W_{hh}$", size=13, color=MUTED)
+            else:  # h_0 is named at the left: W_hh just above its arrow
+                g.text(xm + 4, cy - 14, "$W_{hh}$", size=13, color=MUTED)
         prev = x + bw / 2
         # input from below
         g.line((x, 350), (x, cy + bh / 2))
@@ -53,13 +60,14 @@ def rnn_unrolled() -> Svg:
         g.line((x, cy - bh / 2), (x, ys + 22), color=GRAD, width=1.4, dash=True, halo=False)
         g.text(x + 8, 135, f"$G_{k}$", size=14, anchor="start", color=GRAD)
     # legend
-    g.line((30, 12 + 8), (62, 12 + 8), arrow=True, halo=False)
-    g.text(70, 25, "forward", size=13, anchor="start", color=MUTED)
-    g.line((150, 20), (182, 20), color=GRAD, dash=True, halo=False)
+    g.line((14, 20), (44, 20), arrow=True, halo=False)
+    g.text(52, 25, "forward", size=13, anchor="start", color=MUTED)
+    g.line((118, 20), (148, 20), color=GRAD, dash=True, halo=False)
     g.text(
-        190,
+        156,
         25,
-        "backward (gradient): each step back, $\\,× \\text{diag}(1 - h_t^2)\\,W_{hh}$",
+        "backward (gradient): each step back, $\\,× \\text{diag}(1 - h_t^2)\\,W_{hh}$ "
+        "(row-vector gradient, multiplied on the right)",
         size=13,
         anchor="start",
         color=MUTED,
@@ -74,7 +82,7 @@ def rnn_unrolled() -> Svg:
 
 
 def lstm_cell() -> Svg:
-    g = Svg(820, 400, "The LSTM cell")
+    g = Svg(820, 425, "The LSTM cell")
     top, bus = 80, 318
     g.panel(95, 40, 600, 312)
     # cell state: the additive path
@@ -85,12 +93,13 @@ def lstm_cell() -> Svg:
     g.op(405, top, "+")
     g.line((417, top), (770, top))
     g.text(790, top + 5, "$c_t$", size=17)
-    # inputs: h_{t-1} from the left, x_t from below, concatenated on a bus
+    # inputs: h_{t-1} from the left, x_t from below, concatenated, then one bus to the four boxes
     g.text(40, bus + 5, "$h_{t-1}$", size=17)
-    g.line((66, bus), (500, bus), arrow=False)
-    g.line((140, 385), (140, bus), arrow=False)
-    g.dot(140, bus)
-    g.text(140, 395, "$x_t$", size=17)
+    g.line((66, bus), (126, bus))
+    g.line((150, 382), (150, bus + 12))
+    g.text(150, 400, "$x_t$", size=17)
+    g.box(150, bus, 48, 24, "[ , ]", "plain", size=13, rx=12)
+    g.line((174, bus), (500, bus), arrow=False)
     gates = [(235, "σ", "gate"), (320, "σ", "gate"), (405, "tanh", "tanh"), (500, "σ", "gate")]
     gy = 250
     for x, fn, kind in gates:
@@ -107,77 +116,93 @@ def lstm_cell() -> Svg:
     g.line((405, gy - 20), (405, 172))
     g.text(413, 205, "$g_t$", size=15, anchor="start")
     g.line((405, 148), (405, top + 11))
-    # h_t = o_t ⊙ tanh(c_t)
-    g.line((600, top), (600, 120), arrow=True)
+    # h_t = o_t ⊙ tanh(c_t): tanh elementwise, no weights
+    g.line((600, top), (600, 125), arrow=True)
     g.dot(600, top)
-    g.box(600, 138, 52, 32, "tanh", "tanh", size=14)
-    g.line((600, 154), (600, 238))
+    g.op(600, 138, "tanh", r=13, w=50, size=14)
+    g.line((600, 151), (600, 238))
     g.op(600, 250, "×")
     g.line((500, gy - 20), (500, 210), (560, 210), (560, 250), (588, 250))
     g.text(508, 200, "$o_t$", size=15, anchor="start")
     g.line((612, 250), (650, 250), (650, bus), (770, bus))
     g.text(790, bus + 5, "$h_t$", size=17)
-    g.line((650, 250), (650, 22))
+    # the output to the next layer leaves to the right, below the cell state
+    g.line((650, 250), (650, 190), (730, 190))
     g.dot(650, 250)
-    g.text(664, 30, "$h_t$ (output)", size=14, anchor="start")
+    g.text(742, 186, "$h_t$", size=15, anchor="start")
+    g.text(742, 204, "(output)", size=13, anchor="start", color=MUTED)
     # legend
     g.text(
-        805, 372, "box: linear map of $[x_t, h_{t-1}]$, then σ or tanh", size=13, anchor="end", color=MUTED
+        805, 376, "box: linear map of $[x_t, h_{t-1}]$, then σ or tanh", size=13, anchor="end", color=MUTED
     )
-    g.text(805, 390, "circle: elementwise product (×) or sum (+)", size=13, anchor="end", color=MUTED)
+    g.text(805, 394, "circle: elementwise product (×), sum (+) or tanh", size=13, anchor="end", color=MUTED)
+    g.text(805, 412, "[ , ]: concatenation", size=13, anchor="end", color=MUTED)
     return g
 
 
 def gru_cell() -> Svg:
-    g = Svg(820, 400, "The GRU cell")
-    top, hb, xb = 70, 290, 328
-    g.panel(80, 35, 640, 315)
+    g = Svg(820, 440, "The GRU cell")
+    top, nb, hb, xb = 70, 290, 340, 375  # the state; the bus of [x_t, h_{t-1}]; h_{t-1}'s; x_t's
+    g.panel(80, 35, 680, 320)
     g.text(36, top + 5, "$h_{t-1}$", size=17)
-    g.line((62, top), (518, top))
-    g.op(530, top, "×")
-    g.line((542, top), (658, top))
-    g.op(670, top, "+")
-    g.line((682, top), (765, top))
-    g.text(790, top + 5, "$h_t$", size=17)
-    # h_{t-1} down to its bus; x_t on its own line below
-    g.line((100, top), (100, hb), (350, hb), arrow=False)
+    g.line((62, top), (548, top))
+    g.op(560, top, "×")
+    g.line((572, top), (708, top))
+    g.op(720, top, "+")
+    g.line((732, top), (775, top))
+    g.text(795, top + 5, "$h_t$", size=17)
+    # h_{t-1} down into the concatenation and on to W_hn; x_t from below into both and to W_in
+    g.line((100, top), (100, hb), (390, hb), (390, 240))
     g.dot(100, top)
-    g.text(62, 393, "$x_t$", size=17)
-    g.line((62, 375), (62, xb), (470, xb), arrow=False, halo=False)
-    # gates r (reset) and z (update) read [x_t, h_{t-1}]
+    g.line((100, nb), (126, nb))
+    g.dot(100, nb)
+    g.box(150, nb, 48, 24, "[ , ]", "plain", size=13, rx=12)
+    g.text(150, 428, "$x_t$", size=17)
+    g.line((150, 410), (150, nb + 12))
+    g.bridge(150, hb, vertical=True)
+    g.line((150, xb), (470, xb), (470, 240))
+    g.dot(150, xb)
+    # the gates z (update) and r (reset) read [x_t, h_{t-1}]
     gy = 210
-    for x in (170, 260):  # r, z
-        g.line((x - 8, hb), (x - 8, gy + 20))
-        g.dot(x - 8, hb)
-        g.line((x + 8, xb), (x + 8, gy + 20))
-        g.dot(x + 8, xb)
+    g.line((174, nb), (290, nb), arrow=False)
+    for x in (200, 290):  # z, r
+        g.line((x, nb), (x, gy + 20))
+        g.dot(x, nb)
         g.box(x, gy, 46, 40, "σ", "gate", size=15)
-    # candidate: the reset gate acts after the product with W_hn
-    g.line((350, hb), (350, 232))
-    g.box(350, 210, 76, 40, "$h_{t-1}W_{hn}^\\top$\n$+\\,b_{hn}$", "linear", size=13)
-    g.line((350, 190), (350, 157))
-    g.op(350, 145, "×")
-    g.line((170, gy - 20), (170, 145), (338, 145))
-    g.text(178, 170, "$r_t$", size=15, anchor="start")
-    g.line((362, 145), (435, 145))
-    g.box(465, 145, 58, 40, "tanh", "tanh", size=15)
-    g.line((470, xb), (470, 165))
-    g.dot(470, xb)
-    g.text(478, 250, "$x_t W_{in}^\\top + b_{in}$", size=13, anchor="start", color=MUTED)
+    # candidate: n_t = tanh(x_t W_in + b_in + r_t ⊙ (h_{t-1} W_hn + b_hn)); r_t acts after W_hn
+    g.box(390, 220, 76, 40, "$h_{t-1}W_{hn}^\\top$\n$+\\,b_{hn}$", "linear", size=13)
+    g.line((390, 200), (390, 157))
+    g.op(390, 145, "×")
+    g.line((290, gy - 20), (290, 145), (378, 145))
+    g.text(298, 172, "$r_t$", size=15, anchor="start")
+    g.box(470, 220, 66, 40, "$x_tW_{in}^\\top$\n$+\\,b_{in}$", "linear", size=13)
+    g.line((402, 145), (459, 145))
+    g.line((470, 200), (470, 157))
+    g.op(470, 145, "+")
+    g.line((481, 145), (514, 145))
+    g.op(540, 145, "tanh", r=13, w=50, size=14)
     # h_t = (1 - z_t) ⊙ n_t + z_t ⊙ h_{t-1}
-    g.line((260, gy - 20), (260, 105), (530, 105), (530, top + 11))
-    g.text(268, 125, "$z_t$", size=15, anchor="start")
-    g.dot(530, 105)
-    g.line((530, 105), (610, 105), (610, 121))
-    g.op(610, 134, "1−", r=13)
-    g.line((610, 147), (610, 188))
-    g.op(610, 200, "×")
-    g.line((494, 145), (520, 145), (520, 200), (598, 200))
-    g.text(505, 138, "$n_t$", size=15, anchor="start")
-    g.line((622, 200), (670, 200), (670, top + 11))
+    g.line((200, gy - 20), (200, 105), (560, 105), (560, top + 11))
+    g.text(208, 150, "$z_t$", size=15, anchor="start")
+    g.dot(560, 105)
+    g.line((560, 105), (650, 105), (650, 121))
+    g.op(650, 134, "1−", r=13)
+    g.line((650, 147), (650, 198))
+    g.op(650, 210, "×")
+    g.line((565, 145), (600, 145), (600, 210), (638, 210))
+    g.text(577, 138, "$n_t$", size=15, anchor="start")
+    g.line((662, 210), (720, 210), (720, top + 11))
     # legend
-    g.text(805, 372, "box: linear map of its inputs, then σ or tanh", size=13, anchor="end", color=MUTED)
-    g.text(805, 390, "circle: elementwise product (×), sum (+), 1 − z", size=13, anchor="end", color=MUTED)
+    g.text(805, 396, "orange box: σ of a linear map of $[x_t, h_{t-1}]$", size=13, anchor="end", color=MUTED)
+    g.text(805, 414, "sky-blue box: linear map only", size=13, anchor="end", color=MUTED)
+    g.text(
+        805,
+        432,
+        "circle: elementwise (×, +, 1 − z, tanh); [ , ]: concatenation",
+        size=13,
+        anchor="end",
+        color=MUTED,
+    )
     return g
 
 
@@ -189,9 +214,10 @@ def gru_cell() -> Svg:
 def seq2seq_bottleneck() -> Svg:
     g = Svg(930, 330, "The RNN encoder-decoder: the whole input passes through one context vector")
     cy = 170
-    g.panel(20, 60, 380, 250, "encoder (GRU)")
-    g.panel(570, 60, 350, 250, "decoder (GRU)")
-    for x, xin in ((80, "$x_1$"), (180, "$x_2$"), (340, "$x_S$")):
+    g.panel(20, 40, 380, 270, "encoder (GRU)")
+    g.panel(580, 40, 340, 270, "decoder (GRU)")
+    # every GRU reads a token's embedding e(.)
+    for x, xin in ((80, "$e(x_1)$"), (180, "$e(x_2)$"), (340, "$e(x_S)$")):
         g.box(x, cy, 64, 46, "GRU", "cell", size=14)
         g.line((x, 290), (x, cy + 23))
         g.text(x, 305, xin, size=16)
@@ -208,17 +234,19 @@ def seq2seq_bottleneck() -> Svg:
     g.text(450, cy - 60, "$c = h_S$", size=16)
     g.text(450, cy + 66, "one vector,", size=13, color=MUTED)
     g.text(450, cy + 81, "fixed size", size=13, color=MUTED)
-    g.line((461, cy), (598, cy))
-    g.text(528, cy - 9, "$s_0 = \\text{tanh}(W_{\\text{init}}\\,c)$", size=13)
-    dec = [(630, "⟨bos⟩", "$y_1$"), (745, "$y_1$", "$y_2$"), (860, "$y_2$", "⟨eos⟩")]
+    g.line((461, cy), (608, cy))
+    g.text(518, cy - 26, "$s_0 =$", size=13)
+    g.text(518, cy - 9, "$\\text{tanh}(W_{\\text{init}}\\,c)$", size=13)
+    # the output layer: softmax(W_o s_t) over the vocabulary
+    dec = [(640, "$e($⟨bos⟩$)$", "$y_1$"), (750, "$e(y_1)$", "$y_2$"), (860, "$e(y_2)$", "⟨eos⟩")]
     for k, (x, yin, yout) in enumerate(dec):
         g.box(x, cy, 64, 46, "GRU", "cell", size=14)
         g.line((x, 290), (x, cy + 23))
         g.text(x, 305, yin, size=15)
-        g.line((x, cy - 23), (x, 112))
-        g.box(x, 100, 70, 24, "softmax", "linear", size=12)
-        g.line((x, 88), (x, 42))
-        g.text(x, 32, yout, size=15)
+        g.line((x, cy - 23), (x, 121))
+        g.box(x, 102, 84, 38, f"softmax\n$(W_o s_{k + 1})$", "linear", size=13)
+        g.line((x, 83), (x, 34))
+        g.text(x, 24, yout, size=15)
         if k:
             g.line((dec[k - 1][0] + 32, cy), (x - 32, cy))
             g.text((dec[k - 1][0] + x) / 2, cy - 8, f"$s_{k}$", size=14)
@@ -231,20 +259,41 @@ def seq2seq_bottleneck() -> Svg:
 
 
 def attention_over_encoder() -> Svg:
-    g = Svg(900, 450, "A decoder step attends over all encoder states")
-    ye, sx, sy = 360, 300, 190
+    g = Svg(900, 462, "A decoder step attends over all encoder states")
+    ye, sx, sy, r = 370, 300, 190, 14
     weights = [0.06, 0.12, 0.64, 0.12, 0.06]
-    xs = [100, 200, 300, 400, 500]
+    xs = [100, 200, 300, 400, 530]
     names = ["1", "2", "3", "4", "S"]
-    g.panel(50, 318, 540, 124)
-    g.text(580, 437, "encoder", size=13, anchor="end", color=MUTED)
     purple = KINDS["attn"][1]
+    # the encoder: bidirectional, h_j = [forward h_j; backward h_j], one state per input
+    g.panel(50, 324, 540, 130)
+    g.text(606, 384, "encoder", size=13, anchor="start", color=MUTED)
+    g.text(606, 401, "(bidirectional GRU)", size=13, anchor="start", color=MUTED)
+    for x, n in zip(xs, names):
+        g.box(x, ye, 56, 40, f"$h_{n}$", "cell", size=16)
+        g.text(x, 440, f"$x_{n}$", size=14)
+        g.line((x, 422), (x, ye + 20), halo=False)
+    for a, b in itertools.pairwise(xs):
+        if b == xs[-1]:  # h_4 ... h_S
+            g.text((a + b) / 2, ye + 6, "…", size=18)
+            for y, (p0, p1) in ((ye - 8, (a + 28, b - 28)), (ye + 8, (b - 28, a + 28))):
+                g.line((p0, y), (p0 + (p1 - p0) * 0.3, y), arrow=False, halo=False)
+                g.line((p0 + (p1 - p0) * 0.7, y), (p1, y), halo=False)
+        else:
+            g.line((a + 28, ye - 8), (b - 28, ye - 8), halo=False)
+            g.line((b - 28, ye + 8), (a + 28, ye + 8), halo=False)
+    # every h_j, gathered: the keys that the score reads
+    g.back.append(
+        f'<rect x="64" y="343" width="502" height="54" rx="8" fill="none" stroke="{purple}" '
+        f'stroke-width="1.6" stroke-dasharray="6 4"/>'
+    )
+    g.line((78, 343), (78, 60), (sx - 180, 60), color=purple, dash=True)
+    g.text(86, 240, "all $h_j$", size=13, anchor="start", color=MUTED)
+    # the weighted sum: line width follows the weight; the arrows meet on the Σ circle
     for x, w, n in zip(xs, weights, names):
-        g.box(x, ye, 60, 40, f"$h_{n}$", "cell", size=16)
-        g.text(x, 428, f"$x_{n}$", size=14)
-        g.line((x, 412), (x, ye + 20), halo=False)
-        # the weighted sum: line width follows the weight
-        g.line((x, ye - 20), (sx, sy + 14), color=purple, width=1 + 9 * w, arrow=False, halo=False)
+        dx, dy = x - sx, ye - 20 - sy
+        end = (sx + r * dx / (dx * dx + dy * dy) ** 0.5, sy + r * dy / (dx * dx + dy * dy) ** 0.5)
+        g.line((x, ye - 20), end, color=purple, width=1 + 9 * w, halo=False, head=11)
         t = 0.3
         g.text(
             x + (sx - x) * t + (-10 if x < sx else 10),
@@ -253,29 +302,36 @@ def attention_over_encoder() -> Svg:
             size=14,
             anchor="end" if x < sx else "start",
         )
-    for x in xs[:-1]:
-        g.line((x + 30, ye), (x + 70, ye), halo=False)
-    g.op(sx, sy, "Σ", r=14, kind="attn")
+    g.op(sx, sy, "Σ", r=r, kind="attn")
     g.text(sx - 24, sy - 6, "$c_t = Σ_j α_{tj}\\, h_j$", size=15, anchor="end")
     # the weights: score the decoder's previous state against every encoder state
     g.box(sx, 60, 360, 44, "$α_{tj} = \\text{softmax}_j\\, \\text{score}(s_{t-1}, h_j)$", "attn", size=15)
     g.line((sx, 82), (sx, sy - 14), color=purple, dash=True)
     g.text(sx + 8, 135, "weights $α_{t1}, …, α_{tS}$", size=13, anchor="start", color=MUTED)
-    g.line((60, ye), (60, 60), (sx - 180, 60), color=purple, dash=True)
-    g.text(68, 210, "all $h_j$", size=13, anchor="start", color=MUTED)
-    # the decoder's step t (Bahdanau: the previous state asks, the context enters the GRU)
-    dx = 770
-    g.panel(600, 30, 290, 300, "decoder, step $t$")
+    # the decoder's step t (Bahdanau: the previous state asks, the context enters the GRU and
+    # the output layer, with the previous token's embedding)
+    dx, yo = 755, 95
+    g.panel(610, 20, 280, 315, "decoder, step $t$")
     g.box(dx, sy, 72, 50, "GRU", "cell", size=15)
-    g.line((sx + 14, sy), (dx - 36, sy))
+    g.line((sx + r, sy), (dx - 36, sy))
     g.text(540, sy - 8, "$c_t$", size=15)
-    g.line((680, 280), (dx - 16, 280), (dx - 16, sy + 25))
-    g.text(650, 285, "$s_{t-1}$", size=15)
-    g.line((dx + 16, 300), (dx + 16, sy + 25))
-    g.text(dx + 16, 318, "$e(y_{t-1})$", size=14)
-    g.line((dx, sy - 25), (dx, 112))
-    g.text(dx, 100, "$s_t$", size=15)
-    g.line((650, 268), (650, 60), (sx + 180, 60), color=purple, dash=True)
+    g.line((665, sy), (665, yo + 22))
+    g.dot(665, sy)
+    g.text(600, 285, "$s_{t-1}$", size=15, anchor="end")
+    g.line((606, 280), (dx - 16, 280), (dx - 16, sy + 25))
+    g.line((dx + 16, 302), (dx + 16, sy + 25))
+    g.text(dx + 16, 320, "$e(y_{t-1})$", size=14)
+    g.line((dx + 16, 255), (850, 255), (850, yo + 22))
+    g.dot(dx + 16, 255)
+    g.line((dx, sy - 25), (dx, yo + 22))
+    g.text(dx + 8, 145, "$s_t$", size=15, anchor="start")
+    g.box(dx, yo, 230, 44, "softmax$(W_o[s_t; c_t; e(y_{t-1})])$", "linear", size=13)
+    g.line((dx, yo - 22), (dx, 52))
+    g.text(dx, 44, "$y_t$", size=15)
+    # s_{t-1} also asks: up to the score box, over the context's line
+    g.line((630, 280), (630, 60), (sx + 180, 60), color=purple, dash=True)
+    g.dot(630, 280)
+    g.bridge(630, sy, vertical=True, color=purple)
     g.text(560, 52, "$s_{t-1}$", size=13, color=MUTED)
-    g.text(606, 400, "line width: $α_{tj}$", size=13, anchor="start", color=MUTED)
+    g.text(606, 440, "line width: $α_{tj}$", size=13, anchor="start", color=MUTED)
     return g
