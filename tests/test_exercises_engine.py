@@ -300,3 +300,12 @@ def test_lib_resolves_lazily_and_falls_back_to_older_homes():
         load("no_such_module.f")
     with pytest.raises(AttributeError):
         load("attention.no_such_function")
+
+
+def test_a_prediction_shows_the_measurement_to_three_digits(capsys):
+    """A measured mean or timing is shown as the learner reads it, not with float noise."""
+    check = prediction_record()
+    check(30, 23.4496123)
+    assert "the experiment measured 23.4: within a factor of 2" in capsys.readouterr().out
+    check(2000, 1234.5)
+    assert "the experiment measured 1,234: within a factor of 2" in capsys.readouterr().out

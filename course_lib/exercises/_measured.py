@@ -139,7 +139,7 @@ class Prediction(_Record):
         if m is None:
             raise self._failure(f"the measurement must be a number, got {describe(measured)}: "
                                 "run the experiment's cell first.")
-        verdict = f"you predicted {p:g}; the experiment measured {m:g}"
+        verdict = f"you predicted {p:g}; the experiment measured {_shown(m)}"
         if self.tolerance.accepts(p, m):
             return self._passed(f"✓ {self.name}: {verdict}: {self.tolerance}.\n"
                                 f"  Why: {self.explanation}", hit=True)
@@ -156,6 +156,12 @@ class Prediction(_Record):
             if self.tolerance.accepts(p, mistake.fn(m)):
                 return mistake.message
         return None
+
+
+def _shown(m: float) -> str:
+    """A measurement as the learner reads it: three significant digits (a noisy mean or timing
+    has no more), whole numbers with thousands separators from 1000 on."""
+    return f"{m:,.0f}" if abs(m) >= 1000 else f"{m:.3g}"
 
 
 def _gap(p: float, m: float, tolerance: Tolerance) -> str:
